@@ -1,0 +1,34 @@
+# gangstorm: `make run` and `make test` are the two commands a newcomer needs.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+SCENARIO ?= scenarios/baseline-3x.yaml
+
+# Backend make fragments (Slurm packages, Go binaries, ...) add to TEST_DEPS and define targets.
+TEST_DEPS :=
+-include mk/*.mk
+
+.PHONY: venv run test test-fast bench clean
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install -q --disable-pip-version-check -e .
+	rm -f $(VENV)/.installed-* && touch $@
+
+run: $(STAMP)
+	$(BIN)/gangstorm run $(SCENARIO)
+
+test: $(STAMP) $(TEST_DEPS)
+	$(BIN)/pytest -q -rfE --durations=15
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not real and not browser and not slow"
+
+bench: $(STAMP)
+	$(BIN)/python -m loadgen.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""gangstorm client side: scenarios, workloads, runners, targets, metrics, CLI."""

@@ -1,0 +1,27 @@
+"""Per-job events a Target reports back to the runner and the recorder."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    SUBMITTED = "submitted"   # the target accepted the submission
+    BOUND = "bound"           # `members` = members bound so far (partial gangs show up here)
+    ADMITTED = "admitted"     # last required member bound: the admission instant
+    STARTED = "started"       # the job began running (same instant as ADMITTED for gangs)
+    FINISHED = "finished"     # ran to completion, resources released
+    EVICTED = "evicted"       # chaos or preemption took members away; `members` still bound
+    REQUEUED = "requeued"     # gang restarted as a whole and waits for re-admission
+    FAILED = "failed"         # will never run; `reason` says why (e.g. "etcd-nospace")
+    REJECTED = "rejected"     # refused at submission; `reason` says why
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    t: float
+    job_id: int
+    kind: Kind
+    members: int = 0
+    reason: str = ""
+    backend_t: float | None = None   # the backend's own timestamp when it has one (Slurm StartTime)

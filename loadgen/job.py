@@ -1,0 +1,42 @@
+"""The one job type every backend consumes.
+
+A Target turns a Job into a pod group, a Volcano job, a placement group or an sbatch call.
+Times are seconds from the start of the run (virtual or wall clock, the caller decides).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    tenant: str
+    queue: str
+    cls: str                # job class from the scenario mix, e.g. "small" or "large"
+    members: int            # gang size: pods / bundles / nodes
+    gpus_per_member: int
+    duration_s: float       # run time once the whole gang is admitted
+    submit_s: float         # intended (scheduled) submit time: admission is measured from here
+    min_available: int      # members that must be bound before the gang counts as admitted
+    cpus_per_member: int = 0
+    priority: int = 0
+    name: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return self.members * self.gpus_per_member
+
+    @property
+    def whole_node(self) -> bool:
+        """8-GPU members take a whole node (exclusive) on every backend."""
+        return self.gpus_per_member >= 8
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "Job":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in known})
