@@ -1,0 +1,103 @@
+"""Scrape and condense Prometheus text from kube-scheduler, kube-apiserver and etcd.
+
+Only the handful of series the kube backend reports: scheduling SLI latency, pending pods,
+in-flight requests, 429s, stored objects and etcd database size versus quota.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text: str, wanted: tuple[str, ...]) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """name -> [(labels, value)] for metric names starting with one of `wanted`."""
+    out: dict[str, list] = defaultdict(list)
+    for line in text.splitlines():
+        if not line or line[0] == "#" or not line.startswith(wanted):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        out[m.group(1)].append((dict(_LABEL.findall(m.group(2) or "")), value))
+    return out
+
+
+def total(series, **match) -> float:
+    return sum(v for labels, v in series if all(labels.get(k) == x for k, x in match.items()))
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus-style quantile from cumulative (le, count) buckets (linear within a bucket)."""
+    buckets = sorted(buckets)
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_c) / (c - prev_c) if c > prev_c else 0)
+        prev_le, prev_c = le, c
+    return buckets[-1][0]
+
+
+def _buckets(series, **match) -> list[tuple[float, float]]:
+    acc: dict[float, float] = defaultdict(float)
+    for labels, v in series:
+        if all(labels.get(k) == x for k, x in match.items()) and "le" in labels:
+            acc[float(labels["le"])] += v
+    return list(acc.items())
+
+
+def scheduler_figures(text: str) -> dict:
+    m = parse(text, ("scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pending_pods",
+                     "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds"))
+    sli = _buckets(m.get("scheduler_pod_scheduling_sli_duration_seconds_bucket", []))
+    attempts = m.get("scheduler_schedule_attempts_total", [])
+    return {
+        "sli_count": int(total(m.get("scheduler_pod_scheduling_sli_duration_seconds_count", []))),
+        "sli_p50_s": histogram_quantile(0.50, sli),
+        "sli_p99_s": histogram_quantile(0.99, sli),
+        "pending_pods": {labels.get("queue", "?"): v for labels, v in m.get("scheduler_pending_pods", [])},
+        "attempts_scheduled": int(total(attempts, result="scheduled")),
+        "attempts_unschedulable": int(total(attempts, result="unschedulable")),
+        "attempts_error": int(total(attempts, result="error")),
+    }
+
+
+def apiserver_figures(text: str) -> dict:
+    m = parse(text, ("apiserver_current_inflight_requests", "apiserver_request_total",
+                     "apiserver_storage_objects", "apiserver_resource_objects",
+                     "apiserver_storage_size_bytes", "apiserver_flowcontrol_rejected_requests_total"))
+    reqs = m.get("apiserver_request_total", [])
+    objects = m.get("apiserver_resource_objects") or m.get("apiserver_storage_objects", [])
+    return {
+        "inflight": {labels.get("request_kind", "?"): v
+                     for labels, v in m.get("apiserver_current_inflight_requests", [])},
+        "requests_total": int(total(reqs)),
+        "requests_429": int(total(reqs, code="429")),
+        "requests_5xx": int(sum(v for labels, v in reqs if labels.get("code", "").startswith("5"))),
+        "flowcontrol_rejected": int(total(m.get("apiserver_flowcontrol_rejected_requests_total", []))),
+        "objects": {labels.get("resource", "?"): int(v) for labels, v in objects
+                    if labels.get("resource") in ("pods", "nodes", "configmaps", "leases", "events")},
+        "storage_size_bytes": int(max((v for _, v in m.get("apiserver_storage_size_bytes", [])), default=0)),
+    }
+
+
+def etcd_figures(text: str) -> dict:
+    m = parse(text, ("etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes",
+                     "etcd_server_quota_backend_bytes", "etcd_server_has_leader"))
+    return {
+        "db_size_bytes": int(total(m.get("etcd_mvcc_db_total_size_in_bytes", []))),
+        "db_in_use_bytes": int(total(m.get("etcd_mvcc_db_total_size_in_use_in_bytes", []))),
+        "quota_bytes": int(total(m.get("etcd_server_quota_backend_bytes", []))),
+    }
