@@ -1,0 +1,251 @@
+"""What the four simulated schedulers share: timers, job bookkeeping, completion, chaos.
+
+A SimTarget is a pure model: time only moves when the runner calls advance(now), every random
+choice comes from a seeded numpy Generator, and nothing does I/O. Subclasses implement the
+scheduling mechanism (`_enqueue`, `_on_release`, `_lose`) and schedule their own work through
+`_at(t, fn)`.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fakes.fleet import stranded_gpus
+from fakes.sim.state import ClusterState
+from loadgen.events import Event, Kind
+from loadgen.job import Job
+from loadgen.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
+
+
+@dataclass(eq=False)
+class JobState:
+    job: Job
+    bound: int = 0                  # members currently bound/allocated
+    admitted_t: float | None = None
+    running: bool = False
+    done: bool = False
+    runs: int = 0                   # times it started (restarts after eviction add one)
+    run_token: int = 0              # invalidates a scheduled finish after an eviction
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pending(self) -> bool:
+        return not self.running and not self.done
+
+
+class SimTarget(Target):
+    backend = "sim"
+    # On losing members: True = the whole gang is released and requeued (gang schedulers);
+    # False = only the lost members are recreated, the rest keep their GPUs (pods, PG bundles).
+    restart_whole_gang = True
+
+    def __init__(self, ctx: TargetContext):
+        super().__init__(ctx)
+        self.cfg = ctx.config
+        self.fleet = ctx.fleet
+        self.state = ClusterState(ctx.fleet)
+        self.rng = np.random.default_rng(ctx.seed)
+        self.jobs: dict[int, JobState] = {}
+        self.waiting: dict[int, JobState] = {}    # submitted, not running, not done
+        self.active: dict[int, JobState] = {}     # running
+        self._timers: list = []
+        self._seq = itertools.count()
+        self._out: list[Event] = []
+        self._prefill_ids = itertools.count(-1, -1)
+        self.counters: dict[str, float] = {}
+
+    # --- time -------------------------------------------------------------------------------
+    def _at(self, t: float, fn, *args) -> None:
+        heapq.heappush(self._timers, (t, next(self._seq), fn, args))
+
+    def next_wakeup(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def advance(self, now: float) -> list[Event]:
+        while self._timers and self._timers[0][0] <= now:
+            t, _, fn, args = heapq.heappop(self._timers)
+            fn(t, *args)
+        out, self._out = self._out, []
+        return out
+
+    def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "") -> None:
+        self._out.append(Event(t, job_id, kind, members, reason))
+
+    def _count(self, key: str, n: float = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    # --- job lifecycle ----------------------------------------------------------------------
+    def submit(self, job: Job, now: float) -> list[Event]:
+        js = JobState(job)
+        self.jobs[job.id] = js
+        self.waiting[job.id] = js
+        self._submit(js, now)
+        out, self._out = self._out, []
+        return out
+
+    def _submit(self, js: JobState, now: float) -> None:
+        """Default: accepted at once; subclasses with a control plane may delay or refuse."""
+        self._emit(now, js.job.id, Kind.SUBMITTED)
+        self._enqueue(js, now)
+
+    def _enqueue(self, js: JobState, t: float) -> None:
+        raise NotImplementedError
+
+    def _on_release(self, t: float) -> None:
+        """Resources came free at t (a finish, an eviction, a node back up)."""
+
+    def _bind(self, js: JobState, t: float, n: int) -> None:
+        """n more members bound at t; admits the gang when min_available is reached."""
+        js.bound += n
+        self._emit(t, js.job.id, Kind.BOUND, js.bound)
+        if js.admitted_t is None or not js.running:
+            if js.bound >= js.job.min_available:
+                self._start(js, t)
+
+    def _start(self, js: JobState, t: float) -> None:
+        if js.admitted_t is None:
+            js.admitted_t = t
+        js.running = True
+        self.waiting.pop(js.job.id, None)
+        self.active[js.job.id] = js
+        js.runs += 1
+        js.run_token += 1
+        self._emit(t, js.job.id, Kind.ADMITTED, js.bound)
+        self._emit(t, js.job.id, Kind.STARTED, js.bound)
+        self._at(t + js.job.duration_s, self._finish, js, js.run_token)
+
+    def _finish(self, t: float, js: JobState, token: int) -> None:
+        if token != js.run_token or js.done or not js.running:
+            return
+        js.running, js.done = False, True
+        self.active.pop(js.job.id, None)
+        self.state.give_back(js.job.id)
+        js.bound = 0
+        self._emit(t, js.job.id, Kind.FINISHED)
+        self._finished(js, t)
+        self._on_release(t)
+
+    def _finished(self, js: JobState, t: float) -> None:
+        """Hook for schedulers that keep per-job or per-tenant accounting."""
+
+    # --- chaos ------------------------------------------------------------------------------
+    def chaos(self, action: ChaosAction, now: float) -> list[Event]:
+        handler = getattr(self, f"_chaos_{action.kind}", None)
+        if handler is None:
+            raise ChaosUnsupported(f"sim {self.name} does not model chaos kind {action.kind!r}")
+        handler(action, now)
+        out, self._out = self._out, []
+        return out
+
+    def _chaos_evict(self, action: ChaosAction, now: float) -> None:
+        for _ in range(int(action.params.get("members", 1))):
+            if not self.active:
+                return
+            running = sorted(self.active)
+            js = self.active[running[int(self.rng.integers(len(running)))]]
+            held = self.state.holdings.get(js.job.id, [])
+            node = held[int(self.rng.integers(len(held)))][0]
+            self._count("evictions")
+            self._lose(js, {node}, now, "evicted")
+        self._on_release(now)
+
+    def _chaos_node_fail(self, action: ChaosAction, now: float) -> None:
+        nodes = set(int(n) for n in action.params["nodes"])
+        for n in nodes:
+            self.state.set_up(n, False)
+        for owner in self.state.owners_on(nodes):
+            if owner < 0:
+                self.state.give_back(owner, None)
+                continue
+            js = self.jobs[owner]
+            self._lose(js, nodes, now, "node-failure")
+        self._count("node_failures", len(nodes))
+        self._on_release(now)
+
+    def _chaos_node_recover(self, action: ChaosAction, now: float) -> None:
+        for n in action.params["nodes"]:
+            self.state.set_up(int(n), True)
+        self._on_release(now)
+
+    def _chaos_prefill(self, action: ChaosAction, now: float) -> None:
+        """Pinned foreign allocations (e.g. long 1-GPU jobs) scattered over chosen nodes."""
+        dur = action.params.get("duration_s")
+        for node, gpus in action.params["placements"]:
+            if not self.state.up[node]:
+                continue
+            g = min(int(gpus), int(self.state.free_gpus[node]))
+            if g <= 0:
+                continue
+            owner = next(self._prefill_ids)
+            cpus = g * (self.fleet.cpus_per_node // self.fleet.gpus_per_node)
+            self.state.take(owner, int(node), g, min(cpus, int(self.state.free_cpus[node])))
+            if dur is not None:
+                self._at(now + dur, self._unpin, owner)
+        self._count("prefill_gpus", sum(int(g) for _, g in action.params["placements"]))
+
+    def _unpin(self, t: float, owner: int) -> None:
+        self.state.give_back(owner)
+        self._on_release(t)
+
+    def _lose(self, js: JobState, nodes: set[int], t: float, reason: str) -> None:
+        """Members of js on `nodes` are gone. Gang schedulers restart the whole gang."""
+        was_running = js.running
+        js.running = False
+        self.active.pop(js.job.id, None)
+        self.waiting[js.job.id] = js
+        js.run_token += 1
+        if self.restart_whole_gang:
+            self.state.give_back(js.job.id)
+            js.bound = 0
+            self._emit(t, js.job.id, Kind.EVICTED, 0, reason)
+            self._emit(t, js.job.id, Kind.REQUEUED, 0, reason)
+            self._requeue(js, t, list(range(js.job.members)))
+            return
+        lost = 0
+        for n in nodes:
+            lost += sum(1 for h in self.state.holdings.get(js.job.id, []) if h[0] == n)
+            self.state.give_back(js.job.id, n)
+        js.bound -= lost
+        self._emit(t, js.job.id, Kind.EVICTED, js.bound, reason)
+        if was_running or lost:
+            self._emit(t, js.job.id, Kind.REQUEUED, js.bound, reason)
+        self._requeue(js, t, list(range(lost)))
+
+    def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
+        raise NotImplementedError
+
+    # --- observation ------------------------------------------------------------------------
+    def _smallest_pending_member(self) -> int | None:
+        return min((js.job.gpus_per_member for js in self.waiting.values()), default=None)
+
+    def snapshot(self, now: float) -> Snapshot:
+        partial = [js for js in self.waiting.values() if js.bound > 0]
+        return Snapshot(
+            t=now,
+            gpus_allocated=self.state.allocated,
+            gpus_partial=sum(js.bound * js.job.gpus_per_member for js in partial),
+            gpus_stranded=stranded_gpus(self.state.free_view(), self._smallest_pending_member()),
+            pending_jobs=len(self.waiting),
+            partial_gangs=len(partial),
+            running_jobs=len(self.active),
+            control_plane=self._live_control_plane(),
+        )
+
+    def _live_control_plane(self) -> dict:
+        return {}
+
+    def control_plane(self) -> dict:
+        return {"model": "simulated", **{k: round(v, 6) for k, v in sorted(self.counters.items())}}
+
+    def _fail(self, js: JobState, t: float, reason: str) -> None:
+        """The job will never run: release what it holds and say why."""
+        self.waiting.pop(js.job.id, None)
+        self.active.pop(js.job.id, None)
+        js.running, js.done = False, True
+        self.state.give_back(js.job.id)
+        js.bound = 0
+        self._emit(t, js.job.id, Kind.FAILED, 0, reason)
+        self._on_release(t)

@@ -1,0 +1,92 @@
+"""Shared by the two Kubernetes-based simulated schedulers: every object goes through the
+apiserver and etcd (fakes/sim/controlplane.py), so etcd quota pressure stalls them both.
+
+A job's objects are created by the client; if etcd refuses (NOSPACE) or the apiserver
+throttles (429) the client retries every client_retry_s until submit_timeout_s, then gives up.
+"""
+from __future__ import annotations
+
+from fakes.sim.base import JobState, SimTarget
+from fakes.sim.controlplane import ControlPlane
+from loadgen.events import Kind
+from loadgen.target import ChaosAction, TargetContext
+
+
+class KubeFamily(SimTarget):
+    def __init__(self, ctx: TargetContext):
+        super().__init__(ctx)
+        self.cp = ControlPlane(ctx.control_plane, ctx.fleet.nodes)
+        self.cpcfg = ctx.control_plane
+        self.pod_bytes = ctx.control_plane["object_bytes"]["pod"]
+
+    def _objects(self, js: JobState) -> list[float]:
+        """Bytes of each object the client creates for this job."""
+        return [self.pod_bytes] * js.job.members
+
+    def _submit(self, js: JobState, now: float) -> None:
+        js.extra["created"] = False
+        self._create(now, js, now)
+
+    def _create(self, t: float, js: JobState, first_try: float) -> None:
+        if js.done:
+            return
+        result = "ok"
+        objects = self._objects(js)
+        done = js.extra.get("objects_done", 0)
+        for nbytes in objects[done:]:
+            result = self.cp.write(t, nbytes)
+            if result != "ok":
+                break
+            done += 1
+        js.extra["objects_done"] = done
+        if result == "ok":
+            js.extra["created"] = True
+            self._emit(t, js.job.id, Kind.SUBMITTED)
+            self._enqueue(js, t)
+            return
+        self._count(f"create_refused_{result}")
+        self._maybe_auto_recover(t)
+        if t - first_try >= self.cpcfg["submit_timeout_s"]:
+            self._fail(js, t, "etcd-nospace" if result == "nospace" else "apiserver-429")
+            return
+        self._at(t + self.cpcfg["client_retry_s"], self._create, js, first_try)
+
+    def _api_write(self, t: float, nbytes: float, live: float = 0.0) -> bool:
+        ok = self.cp.write(t, nbytes, live) == "ok"
+        if not ok:
+            self._maybe_auto_recover(t)
+        return ok
+
+    def _finished(self, js: JobState, t: float) -> None:
+        # Completion status update then delete of every object.
+        for nbytes in self._objects(js):
+            self.cp.write(t, nbytes, 0.0)
+            self.cp.delete(t, nbytes)
+
+    # --- etcd chaos -----------------------------------------------------------------------
+    def _chaos_etcd_fill(self, action: ChaosAction, now: float) -> None:
+        n = self.cp.fill(now, action.params["bytes"], action.params["object_bytes"])
+        self._count("etcd_fill_objects", n)
+        self._maybe_auto_recover(now)
+
+    def _chaos_etcd_recover(self, action: ChaosAction, now: float) -> None:
+        self._at(self.cp.start_recovery(now), self._recovered)
+
+    def _maybe_auto_recover(self, t: float) -> None:
+        after = self.cpcfg["auto_recover_after_s"]
+        if self.cp.alarm and after is not None and self.cp.recovering_until is None:
+            start = max(t, self.cp.alarm_since + after)
+            self._at(start, self._begin_recovery)
+
+    def _begin_recovery(self, t: float) -> None:
+        self._at(self.cp.start_recovery(t), self._recovered)
+
+    def _recovered(self, t: float) -> None:
+        self.cp.finish_recovery(t)
+        self._on_release(t)
+
+    def _live_control_plane(self) -> dict:
+        return {"etcd_db_bytes": int(self.cp.db_bytes), "etcd_nospace_alarm": self.cp.alarm}
+
+    def control_plane(self) -> dict:
+        return {**super().control_plane(), **self.cp.figures()}

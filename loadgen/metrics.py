@@ -1,0 +1,93 @@
+"""Statistics over a Recorder: exact quantiles, utilization, fragmentation, cost. Pure functions."""
+from __future__ import annotations
+
+import numpy as np
+
+from loadgen.recorder import Recorder
+
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
+
+
+def exact_quantile(values, q: float) -> float:
+    """Nearest-rank quantile: the smallest sample with at least q of the samples at or below it."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if len(v) == 0:
+        return float("nan")
+    rank = max(int(np.ceil(q * len(v))), 1)
+    return float(v[rank - 1])
+
+
+def latency_stats(values) -> dict:
+    v = np.asarray(values, dtype=float)
+    out = {"count": int(len(v))}
+    if len(v) == 0:
+        out.update({k: None for k in QUANTILES} | {"mean": None, "max": None})
+        return out
+    for name, q in QUANTILES.items():
+        out[name] = round(exact_quantile(v, q), 6)
+    out["mean"] = round(float(v.mean()), 6)
+    out["max"] = round(float(v.max()), 6)
+    return out
+
+
+def cost_per_million_gpu_hours(price: float, alloc_util: float, active_util: float, tax: float) -> float | None:
+    """The seed's model: price / (alloc_util x active_util) / (1 - scheduling_tax) x 1e6."""
+    if alloc_util <= 0:
+        return None
+    return price / (alloc_util * active_util) / (1.0 - tax) * 1e6
+
+
+def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float, float],
+              cost: dict, scheduler: str) -> dict:
+    admitted = ~np.isnan(rec.admit)
+    latency = rec.admit - rec.submit
+    pending = rec.accepted & ~admitted & ~rec.failed & ~rec.rejected
+    submitted = int(len(rec.jobs))
+    by_class = {}
+    classes = np.array([j.cls for j in rec.jobs])
+    for cls in sorted(set(classes.tolist())):
+        sel = classes == cls
+        by_class[cls] = {"jobs": int(sel.sum()), "admitted": int((sel & admitted).sum()),
+                         "never_admitted": int((sel & ~admitted).sum()),
+                         "admission_s": latency_stats(latency[sel & admitted])}
+    waited = np.where(admitted, latency, end_t - rec.submit)
+    lo, hi = window
+    span = max(min(hi, end_t) - lo, 1e-9)
+    alloc_util = rec.held_gpu_s_window / (total_gpus * span)
+    in_window = [s for s in rec.samples if lo <= s.t <= hi]
+    frag = float(np.mean([s.gpus_stranded for s in in_window]) / total_gpus) if in_window else 0.0
+    tax = cost["scheduling_tax"].get(scheduler, 0.0)
+    cpm = cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc_util, cost["active_util"], tax)
+    out = {
+        "jobs": {"submitted": submitted, "accepted": int(rec.accepted.sum()), "admitted": int(admitted.sum()),
+                 "never_admitted": int((~admitted).sum()), "pending_at_end": int(pending.sum()),
+                 "failed": int(rec.failed.sum()), "rejected": int(rec.rejected.sum()),
+                 "finished": int((~np.isnan(rec.finish)).sum()),
+                 "evicted_jobs": int((rec.evictions > 0).sum())},
+        "admission_s": latency_stats(latency[admitted]),
+        "admission_s_incl_pending": latency_stats(waited),
+        "by_class": by_class,
+        "readmission_s": latency_stats(rec.readmission),
+        "alloc_util": round(float(alloc_util), 6),
+        "fragmentation": round(frag, 6),
+        "partial_gang_gpu_hours": round(rec.partial_gpu_s / 3600.0, 6),
+        "gangs_ever_partial": int(rec.partial_ever[rec.members > 1].sum()),
+        "gangs_never_completed": int((~admitted & (rec.members > 1) & rec.partial_ever).sum()),
+        "gpu_hours_allocated": round(rec.held_gpu_s / 3600.0, 3),
+        "cost_per_million_gpu_hours": None if cpm is None else round(cpm, 2),
+        "failure_reasons": _count(rec.reason.values()),
+    }
+    backend_lat = rec.backend_admit - rec.submit
+    if (~np.isnan(backend_lat)).any():
+        out["admission_s_backend"] = latency_stats(backend_lat[~np.isnan(backend_lat)])
+    sent = ~np.isnan(rec.sent)
+    if sent.any():
+        out["generator_lateness_s"] = latency_stats((rec.sent - rec.submit)[sent])
+    return out
+
+
+def _count(values) -> dict:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out

@@ -1,0 +1,114 @@
+"""The recorder: turns the stream of target events into per-job arrays and time integrals.
+
+One recorder per (scheduler, run). It is the single measurement path for simulated and real
+backends: admission is the first ADMITTED time minus the job's intended submit time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from loadgen.events import Event, Kind
+from loadgen.job import Job
+from loadgen.target import Snapshot
+
+
+class Recorder:
+    def __init__(self, jobs: list[Job]):
+        self.jobs = jobs
+        self.index = {j.id: i for i, j in enumerate(jobs)}
+        n = len(jobs)
+        self.submit = np.array([j.submit_s for j in jobs], dtype=float)
+        self.gpm = np.array([j.gpus_per_member for j in jobs], dtype=np.int64)
+        self.members = np.array([j.members for j in jobs], dtype=np.int64)
+        self.sent = np.full(n, np.nan)         # when the client actually submitted (wall runs)
+        self.accepted = np.zeros(n, dtype=bool)
+        self.admit = np.full(n, np.nan)
+        self.backend_admit = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.failed = np.zeros(n, dtype=bool)
+        self.rejected = np.zeros(n, dtype=bool)
+        self.reason: dict[int, str] = {}
+        self.evictions = np.zeros(n, dtype=np.int64)
+        self.requeued_at: dict[int, float] = {}
+        self.readmission: list[float] = []
+        self.bound = np.zeros(n, dtype=np.int64)
+        self.admitted_now = np.zeros(n, dtype=bool)
+        self.samples: list[Snapshot] = []
+        self.chaos_log: list[dict] = []
+        # time integrals (GPU-seconds)
+        self.t = 0.0
+        self.held_gpus = 0            # GPUs bound to workload jobs
+        self.partial_gpus = 0         # ... of which in gangs not (or no longer) fully bound
+        self.held_gpu_s = 0.0
+        self.partial_gpu_s = 0.0
+        self.window = (0.0, np.inf)
+        self.held_gpu_s_window = 0.0
+        self.partial_ever = np.zeros(n, dtype=bool)
+
+    def set_window(self, start: float, end: float) -> None:
+        self.window = (start, end)
+
+    def _integrate(self, t: float) -> None:
+        if t <= self.t:
+            return
+        dt = t - self.t
+        self.held_gpu_s += self.held_gpus * dt
+        self.partial_gpu_s += self.partial_gpus * dt
+        lo, hi = max(self.t, self.window[0]), min(t, self.window[1])
+        if hi > lo:
+            self.held_gpu_s_window += self.held_gpus * (hi - lo)
+        self.t = t
+
+    def _set_bound(self, i: int, bound: int, admitted: bool) -> None:
+        old_held = self.bound[i] * self.gpm[i]
+        old_partial = old_held if not self.admitted_now[i] else 0
+        self.bound[i] = bound
+        self.admitted_now[i] = admitted
+        new_held = bound * self.gpm[i]
+        new_partial = new_held if not admitted else 0
+        if new_partial > 0:
+            self.partial_ever[i] = True
+        self.held_gpus += new_held - old_held
+        self.partial_gpus += new_partial - old_partial
+
+    def sent_at(self, job_id: int, t: float) -> None:
+        self.sent[self.index[job_id]] = t
+
+    def record(self, events: list[Event]) -> None:
+        for e in events:
+            i = self.index.get(e.job_id)
+            if i is None:
+                continue
+            self._integrate(e.t)
+            k = e.kind
+            if k is Kind.SUBMITTED:
+                self.accepted[i] = True
+            elif k is Kind.BOUND:
+                self._set_bound(i, e.members, bool(self.admitted_now[i]))
+            elif k is Kind.ADMITTED:
+                self._set_bound(i, max(e.members, int(self.bound[i])), True)
+                if np.isnan(self.admit[i]):
+                    self.admit[i] = e.t
+                    if e.backend_t is not None:
+                        self.backend_admit[i] = e.backend_t
+                if e.job_id in self.requeued_at:
+                    self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
+            elif k is Kind.EVICTED:
+                self.evictions[i] += 1
+                self._set_bound(i, e.members, False)
+            elif k is Kind.REQUEUED:
+                self.requeued_at.setdefault(e.job_id, e.t)
+            elif k in (Kind.FINISHED, Kind.FAILED, Kind.REJECTED):
+                self._set_bound(i, 0, False)
+                if k is Kind.FINISHED:
+                    self.finish[i] = e.t
+                else:
+                    (self.failed if k is Kind.FAILED else self.rejected)[i] = True
+                    self.reason[e.job_id] = e.reason
+
+    def sample(self, snap: Snapshot) -> None:
+        self._integrate(snap.t)
+        self.samples.append(snap)
+
+    def close(self, t: float) -> None:
+        self._integrate(t)

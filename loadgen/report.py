@@ -1,0 +1,58 @@
+"""summary.md: the head-to-head table, rendered from summary.json alone."""
+from __future__ import annotations
+
+
+def _fmt(x, digits=1, unit=""):
+    if x is None:
+        return "n/a"
+    if isinstance(x, float) and digits is not None:
+        return f"{x:,.{digits}f}{unit}"
+    return f"{x:,}{unit}"
+
+
+def render(summary: dict) -> str:
+    wl = summary["workload"]
+    fl = summary["fleet"]
+    lines = [
+        f"# gangstorm run {summary['run_id']}",
+        "",
+        f"Scenario `{summary['scenario']}`, seed {summary['seed']}, "
+        f"{fl['nodes']:,} nodes x {fl['gpus_per_node']} GPUs (leaf {fl['leaf_size']}), "
+        f"{wl['jobs']:,} jobs over {summary['duration_h']} h at {wl['churn_multiplier']:g}x churn "
+        f"({wl['arrival_rate_per_s']:.3f} jobs/s, offered load {wl['offered_load']:.2f}). "
+        f"{'Complete' if summary['complete'] else 'INCOMPLETE (partial result)'}; wall {summary['wall_s']:.1f} s.",
+        "",
+        "| scheduler | backend | admitted | never admitted | admission p50 s | p99 s | p99.9 s (n) | max s "
+        "| alloc util | fragmentation | partial-gang GPU-h | $ per 1M GPU-h |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in summary["schedulers"].items():
+        a = s["admission_s"]
+        lines.append(
+            f"| {name} | {s['backend']} | {s['jobs']['admitted']:,} | {s['jobs']['never_admitted']:,} "
+            f"| {_fmt(a['p50'], 2)} | {_fmt(a['p99'], 1)} | {_fmt(a['p999'], 1)} ({a['count']:,}) | {_fmt(a['max'], 1)} "
+            f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
+            f"| {_fmt(s['cost_per_million_gpu_hours'], 0)} |")
+    lines += ["", "Admission by class (p50 / p99 / p99.9 seconds, count):", ""]
+    classes = sorted({c for s in summary["schedulers"].values() for c in s["by_class"]})
+    lines.append("| scheduler | " + " | ".join(classes) + " |")
+    lines.append("|---|" + "---|" * len(classes))
+    for name, s in summary["schedulers"].items():
+        cells = []
+        for c in classes:
+            a = s["by_class"].get(c, {}).get("admission_s")
+            cells.append("n/a" if not a or not a["count"] else
+                         f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    slo = summary.get("slo", {})
+    if slo:
+        lines += ["", f"SLO: admission p99 <= {slo.get('admission_p99_s')} s. "
+                  + ", ".join(f"{n}: {'met' if s.get('slo_met') else 'MISSED'}" for n, s in summary["schedulers"].items())]
+    lines += ["", "Control plane (final figures):", ""]
+    for name, s in summary["schedulers"].items():
+        cp = {k: v for k, v in s.get("control_plane", {}).items() if not isinstance(v, (list, dict))}
+        lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
+    lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
+              "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
+              "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""Scenario files: YAML in, a validated Scenario with every default filled in out.
+
+Errors are one line naming the file, the field and what was expected (the CLI turns them into
+exit status 2); nothing here prints or exits.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakes.fleet import Fleet
+from loadgen.schema import DEFAULT_CLASSES, REQUIRED, SCENARIO, Field, ListOf, MapOf
+
+
+class ScenarioError(ValueError):
+    """A user error in a scenario file or an override: one line, file + field + expectation."""
+
+    def __init__(self, source: str, field: str, expected: str):
+        self.source, self.field, self.expected = source, field, expected
+        where = f"{source}: {field}" if field else source
+        super().__init__(f"{where}: {expected}")
+
+
+def _type_name(t) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    if isinstance(t, tuple):
+        return "a number" if set(t) == {int, float} else " or ".join(names.get(x, x.__name__) for x in t)
+    return names.get(t, t.__name__)
+
+
+def _leaf(value: Any, spec: Field, src: str, path: str) -> Any:
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got null")
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    # bool is an int in Python; a YAML `true` is never a valid number here.
+    if isinstance(value, bool) and bool not in types:
+        raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {value!r}")
+    if not isinstance(value, types):
+        if float in types and isinstance(value, int):
+            value = float(value)
+        else:
+            raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {type(value).__name__} {value!r}")
+    if spec.choices is not None and value not in spec.choices:
+        raise ScenarioError(src, path, f"expected one of {', '.join(map(str, spec.choices))}, got {value!r}")
+    if spec.lo is not None and value < spec.lo:
+        raise ScenarioError(src, path, f"expected >= {spec.lo}, got {value!r}")
+    if spec.hi is not None and value > spec.hi:
+        raise ScenarioError(src, path, f"expected <= {spec.hi}, got {value!r}")
+    return value
+
+
+def _default(spec: Any, src: str, path: str) -> Any:
+    if isinstance(spec, Field):
+        if spec.default is REQUIRED:
+            raise ScenarioError(src, path, "is required")
+        return copy.deepcopy(spec.default)
+    if isinstance(spec, (MapOf, ListOf)):
+        return copy.deepcopy(spec.default)
+    return validate({}, spec, src, path)
+
+
+def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
+    """Check `value` against `spec`, filling defaults; raise ScenarioError on the first problem."""
+    if isinstance(spec, Field):
+        return _leaf(value, spec, src, path)
+    if isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            raise ScenarioError(src, path, f"expected a list, got {type(value).__name__}")
+        return [validate(v, spec.item, src, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(spec, MapOf):
+        if not isinstance(value, dict):
+            raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
+        return {str(k): validate(v, spec.item, src, f"{path}.{k}") for k, v in value.items()}
+    if not isinstance(value, dict):
+        raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(spec))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        raise ScenarioError(src, where, f"unknown key (known: {', '.join(sorted(spec))})")
+    out = {}
+    for key, sub in spec.items():
+        here = f"{path}.{key}" if path else key
+        out[key] = validate(value[key], sub, src, here) if key in value else _default(sub, src, here)
+    return out
+
+
+def _check_mix(data: dict, src: str) -> None:
+    classes = data["workload"]["classes"]
+    if not classes:
+        raise ScenarioError(src, "workload.classes", "expected at least one job class")
+    total = sum(c["share"] for c in classes.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")
+    gpn = data["fleet"]["gpus_per_node"]
+    for name, c in classes.items():
+        if not c["shapes"]:
+            raise ScenarioError(src, f"workload.classes.{name}.shapes", "expected at least one shape")
+        for i, s in enumerate(c["shapes"]):
+            if s["gpus"] > gpn:
+                raise ScenarioError(src, f"workload.classes.{name}.shapes[{i}].gpus",
+                                    f"expected <= fleet.gpus_per_node ({gpn}), got {s['gpus']}")
+            if s["members"] > data["fleet"]["nodes"]:
+                raise ScenarioError(src, f"workload.classes.{name}.shapes[{i}].members",
+                                    f"expected <= fleet.nodes ({data['fleet']['nodes']}), got {s['members']}")
+    if not data["fleet"]["gpu_models"] or sum(data["fleet"]["gpu_models"].values()) <= 0:
+        raise ScenarioError(src, "fleet.gpu_models", "expected at least one model with a positive weight")
+
+
+@dataclass
+class Scenario:
+    path: str
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.data["name"] or Path(self.path).stem
+
+    @property
+    def seed(self) -> int:
+        return self.data["seed"]
+
+    def section(self, key: str) -> dict[str, Any]:
+        return self.data[key]
+
+    def scheduler_config(self, name: str) -> dict[str, Any]:
+        return self.data["schedulers"][name]
+
+    def fleet(self) -> Fleet:
+        f = self.data["fleet"]
+        return Fleet(nodes=f["nodes"], gpus_per_node=f["gpus_per_node"], cpus_per_node=f["cpus_per_node"],
+                     memory_gib_per_node=f["memory_gib_per_node"], leaf_size=f["leaf_size"],
+                     leaves_per_spine=f["leaves_per_spine"],
+                     gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed)
+
+    def with_overrides(self, **dotted: Any) -> "Scenario":
+        """A copy with dotted keys replaced (e.g. {"fleet.nodes": 1000}), re-validated."""
+        raw = copy.deepcopy(self.data)
+        for key, value in dotted.items():
+            node = raw
+            *parents, leaf = key.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return from_dict(raw, self.path)
+
+
+def from_dict(raw: Any, source: str = "<scenario>") -> Scenario:
+    if raw is None:
+        raw = {}
+    data = validate(raw, SCENARIO, source)
+    if data["workload"]["classes"] is None:
+        data["workload"]["classes"] = validate(DEFAULT_CLASSES, MapOf(SCENARIO["workload"]["classes"].item),
+                                               source, "workload.classes")
+    _check_mix(data, source)
+    return Scenario(path=source, data=data)
+
+
+def load(path: str | Path) -> Scenario:
+    src = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(src, "", "no such scenario file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise ScenarioError(src, where, f"not valid YAML ({getattr(e, 'problem', e)})") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise ScenarioError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
+    return from_dict(raw, src)

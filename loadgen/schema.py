@@ -1,0 +1,219 @@
+"""The scenario schema: every key, its type, its range and its default, in one table.
+
+A spec is one of:
+  Field(type, default, lo, hi, choices)   a leaf value
+  dict[str, spec]                          a section with known keys
+  MapOf(spec)                              a section with user-chosen keys (e.g. job classes)
+  ListOf(spec)                             a list whose items follow spec
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    type: type | tuple[type, ...]
+    default: Any = REQUIRED
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple | None = None
+    nullable: bool = False
+
+
+@dataclass(frozen=True)
+class MapOf:
+    item: Any
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+    default: Any = None
+
+
+NUM = (int, float)
+
+SHAPE = {
+    "members": Field(int, lo=1, hi=4096),
+    "gpus": Field(int, lo=1, hi=64),
+    "weight": Field(NUM, 1.0, lo=0),
+}
+
+JOB_CLASS = {
+    "share": Field(NUM, lo=0, hi=1),                   # fraction of jobs in this class
+    "shapes": ListOf(SHAPE),                           # (members, gpus per member, weight)
+    "duration_s": {"median": Field(NUM, lo=1), "sigma": Field(NUM, 1.0, lo=0, hi=5),
+                   "max": Field(NUM, None, lo=1, nullable=True)},
+    "priority": Field(int, 0),
+}
+
+CHAOS_EVENT = {
+    "kind": Field(str, choices=("evictions", "node_failure", "etcd_pressure", "fragmentation_prefill")),
+    "at_s": Field(NUM, 0.0, lo=0),                     # virtual seconds from run start
+    "until_s": Field(NUM, None, lo=0, nullable=True),
+    "rate_per_h": Field(NUM, 60.0, lo=0),              # evictions: members per hour
+    "nodes": Field(int, 16, lo=1),                     # node_failure: how many nodes
+    "recover_after_s": Field(NUM, None, lo=0, nullable=True),
+    "bytes": Field(int, 2 * 1024**3, lo=1),            # etcd_pressure: bytes written
+    "object_bytes": Field(int, 1024**2, lo=1024, hi=1536 * 1024),
+    "fill_fraction": Field(NUM, 0.3, lo=0, hi=1),      # prefill: fraction of nodes touched
+    "gpus_per_node": Field(int, 1, lo=1, hi=64),       # prefill: GPUs pinned on each
+    "duration_s": Field(NUM, None, lo=1, nullable=True),  # prefill: how long they stay (None = run)
+}
+
+SCENARIO = {
+    "name": Field(str, None, nullable=True),
+    "description": Field(str, "", nullable=True),
+    "seed": Field(int, 1, lo=0),
+    "duration_h": Field(NUM, 6.0, lo=0.001, hi=24 * 30),
+    "drain_h": Field(NUM, 2.0, lo=0, hi=24 * 30),       # keep running after the last arrival
+    "warmup_h": Field(NUM, 1.0, lo=0),                 # excluded from utilization/fragmentation
+    "sample_every_s": Field(NUM, 60.0, lo=0.01),
+    "schedulers_enabled": ListOf(Field(str, choices=("kube", "volcano", "ray", "slurm")),
+                                 default=["kube", "volcano", "ray", "slurm"]),
+    "fleet": {
+        "nodes": Field(int, 10_000, lo=1, hi=1_000_000),
+        "gpus_per_node": Field(int, 8, lo=1, hi=64),
+        "cpus_per_node": Field(int, 96, lo=1),
+        "memory_gib_per_node": Field(int, 1024, lo=1),
+        "leaf_size": Field(int, 32, lo=1),
+        "leaves_per_spine": Field(int, 16, lo=1),
+        "gpu_models": MapOf(Field(NUM, lo=0), default={"h100": 1.0}),
+    },
+    "workload": {
+        "target_allocation": Field(NUM, 0.85, lo=0.01, hi=1.0),
+        "churn_multiplier": Field(NUM, 3.0, lo=0.01, hi=1000),
+        "offered_load": Field(NUM, None, lo=0.01, hi=10, nullable=True),
+        "tenants": Field(int, 6, lo=1, hi=1000),
+        "trace": Field(str, None, nullable=True),      # JSONL or openb CSV replaces the generator
+        "trace_limit": Field(int, None, lo=1, nullable=True),
+        "classes": MapOf(JOB_CLASS, default=None),
+    },
+    "schedulers": {
+        "kube": {
+            "percentage_of_nodes_to_score": Field(int, None, lo=1, hi=100, nullable=True),
+            "scoring": Field(str, "least_allocated",
+                             choices=("least_allocated", "most_allocated", "balanced_allocation")),
+            "gpu_weight": Field(int, 3, lo=0, hi=100),
+            "api_qps": Field(NUM, 50.0, lo=0.1),
+            "api_burst": Field(int, 100, lo=1),
+            "coscheduling": Field(bool, False),
+            "permit_timeout_s": Field(NUM, 60.0, lo=0),
+            "pod_initial_backoff_s": Field(NUM, 1.0, lo=0),
+            "pod_max_backoff_s": Field(NUM, 10.0, lo=0),
+            "cycle_base_ms": Field(NUM, 1.0, lo=0),     # per-pod scheduling cycle cost
+            "cycle_per_node_us": Field(NUM, 0.5, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
+        },
+        "volcano": {
+            "schedule_period_s": Field(NUM, 1.0, lo=0.01),
+            "actions": ListOf(Field(str, choices=("enqueue", "allocate", "backfill", "preempt", "reclaim")),
+                              default=["enqueue", "allocate", "backfill"]),
+            "plugins": ListOf(Field(str, choices=("gang", "priority", "proportion", "drf", "binpack",
+                                                  "predicates", "nodeorder", "conformance")),
+                              default=["gang", "priority", "proportion", "drf", "binpack",
+                                       "predicates", "nodeorder"]),
+            "api_qps": Field(NUM, 2000.0, lo=0.1),
+            "api_burst": Field(int, 2000, lo=1),
+            "session_base_ms": Field(NUM, 20.0, lo=0),
+            "session_per_node_us": Field(NUM, 15.0, lo=0),
+            "session_per_task_us": Field(NUM, 200.0, lo=0),
+            "queues": {
+                "weights": MapOf(Field(NUM, lo=0), default={}),
+                "capability_gpus": MapOf(Field(int, lo=0), default={}),
+            },
+        },
+        "ray": {
+            "multi_node_strategy": Field(str, "STRICT_SPREAD",
+                                         choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
+            "single_node_strategy": Field(str, "PACK",
+                                          choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
+            "gcs_base_ms": Field(NUM, 3.0, lo=0),        # GCS work per group
+            "gcs_per_bundle_ms": Field(NUM, 1.0, lo=0),
+            "commit_rtt_ms": Field(NUM, 2.0, lo=0),      # one prepare or commit round to raylets
+            "retry_initial_s": Field(NUM, 0.1, lo=0),
+            "retry_max_s": Field(NUM, 10.0, lo=0),
+        },
+        "slurm": {
+            "sched_interval_s": Field(NUM, 60.0, lo=1),
+            "sched_min_interval_s": Field(NUM, 2.0, lo=0),
+            "bf_interval_s": Field(NUM, 30.0, lo=1),
+            "bf_window_min": Field(int, 1440, lo=1),
+            "bf_resolution_s": Field(int, 60, lo=1),
+            "bf_max_job_test": Field(int, 500, lo=1),
+            "default_queue_depth": Field(int, 100, lo=1),
+            "priority_weight_age": Field(int, 1000, lo=0),
+            "priority_weight_fairshare": Field(int, 10000, lo=0),
+            "priority_weight_jobsize": Field(int, 1000, lo=0),
+            "priority_max_age_h": Field(NUM, 168.0, lo=0.01),
+            "priority_decay_half_life_h": Field(NUM, 168.0, lo=0.01),
+            "switches": Field(int, 0, lo=0),
+            "switches_max_wait_s": Field(NUM, 300.0, lo=0),
+            "time_limit_factor": Field(NUM, 1.5, lo=1),
+            "rpc_ms": Field(NUM, 1.0, lo=0),             # slurmctld work per submit RPC
+        },
+    },
+    "control_plane": {
+        "etcd_quota_bytes": Field(int, 2 * 1024**3, lo=1024**2),
+        "compaction_interval_s": Field(NUM, 300.0, lo=1),
+        "max_requests_inflight": Field(int, 400, lo=1),
+        "max_mutating_requests_inflight": Field(int, 200, lo=1),
+        "write_ms": Field(NUM, 5.0, lo=0),              # apiserver+etcd service time per write
+        "object_bytes": {"pod": Field(int, 6000, lo=1), "podgroup": Field(int, 1500, lo=1),
+                         "event": Field(int, 1000, lo=1)},
+        "recovery_s": Field(NUM, 120.0, lo=0),          # operator: compact+defrag+disarm takes this
+        "auto_recover_after_s": Field(NUM, None, lo=0, nullable=True),
+        "client_retry_s": Field(NUM, 10.0, lo=0.01),    # a refused create is retried this often...
+        "submit_timeout_s": Field(NUM, 900.0, lo=0),    # ... until the job is given up as failed
+        "node_bytes": Field(int, 6000, lo=0),           # Node object; leases renew every 10 s
+        "lease_bytes": Field(int, 300, lo=0),
+    },
+    "chaos": ListOf(CHAOS_EVENT, default=[]),
+    "slo": {
+        "admission_p99_s": Field(NUM, 300.0, lo=0),
+        "admission_p999_s": Field(NUM, None, lo=0, nullable=True),
+        "min_alloc_util": Field(NUM, None, lo=0, hi=1, nullable=True),
+    },
+    "cost": {
+        "gpu_hour_usd": Field(NUM, 2.5, lo=0),
+        "active_util": Field(NUM, 0.7, lo=0.01, hi=1),
+        "scheduling_tax": MapOf(Field(NUM, lo=0, hi=0.99),
+                                default={"kube": 0.03, "volcano": 0.04, "ray": 0.05, "slurm": 0.02}),
+    },
+    "ceiling": {
+        "multipliers": ListOf(Field(NUM, lo=0.01), default=[1, 2, 3, 4, 6, 8, 12, 16]),
+        "duration_h": Field(NUM, 2.0, lo=0.01),
+    },
+}
+
+# The default bimodal mix: many small jobs, a tail of 8-64-node gangs.
+DEFAULT_CLASSES = {
+    "small": {
+        "share": 0.93,
+        "shapes": [
+            {"members": 1, "gpus": 1, "weight": 0.40},
+            {"members": 1, "gpus": 2, "weight": 0.15},
+            {"members": 1, "gpus": 4, "weight": 0.15},
+            {"members": 1, "gpus": 8, "weight": 0.15},
+            {"members": 2, "gpus": 8, "weight": 0.10},
+            {"members": 4, "gpus": 8, "weight": 0.05},
+        ],
+        "duration_s": {"median": 1800, "sigma": 1.0, "max": 86400},
+        "priority": 0,
+    },
+    "large": {
+        "share": 0.07,
+        "shapes": [
+            {"members": 8, "gpus": 8, "weight": 0.45},
+            {"members": 16, "gpus": 8, "weight": 0.30},
+            {"members": 32, "gpus": 8, "weight": 0.17},
+            {"members": 64, "gpus": 8, "weight": 0.08},
+        ],
+        "duration_s": {"median": 7200, "sigma": 0.8, "max": 172800},
+        "priority": 0,
+    },
+}
