@@ -1,0 +1,140 @@
+"""Real Volcano (vc-scheduler + vc-controller-manager) on a small KWOK cluster.
+
+Needs `make k8s-bins volcano-bins`; fails (never skips) when a binary is missing.
+One cluster for the module; each test uses its own tenants and waits for its jobs to finish.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fakes.fleet import Fleet
+from loadgen.events import Kind
+from loadgen.job import Job
+from loadgen.target import ChaosAction, TargetContext
+
+pytestmark = pytest.mark.real
+
+NODES = 32
+VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager")
+
+
+class Driver:
+    """A minimal wall-clock driver: submit at intended times, advance, keep every event."""
+
+    def __init__(self, target):
+        self.target = target
+        self.t0 = time.monotonic()
+        self.events = []
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def submit(self, job: Job) -> None:
+        self.events += self.target.submit(job, self.now())
+
+    def until(self, done, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.events += self.target.advance(self.now())
+            if done():
+                return
+            if time.monotonic() > deadline:
+                kinds = [(round(e.t, 2), e.job_id, e.kind.value, e.members) for e in self.events[-30:]]
+                raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last events {kinds}")
+            time.sleep(0.05)
+
+    def of(self, job_id: int, kind: Kind):
+        return [e for e in self.events if e.job_id == job_id and e.kind == kind]
+
+    def finished(self, *ids: int) -> bool:
+        return all(self.of(i, Kind.FINISHED) for i in ids)
+
+
+def gang(i: int, tenant: str, members: int, gpus: int, duration_s: float, submit_s: float) -> Job:
+    return Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls="large" if members > 1 else "small",
+               members=members, gpus_per_member=gpus, duration_s=duration_s, submit_s=submit_s,
+               min_available=members, cpus_per_member=8)
+
+
+@pytest.fixture(scope="module")
+def volcano(tmp_path_factory):
+    from loadgen.targets.volcano import RealVolcano
+    run_dir = tmp_path_factory.mktemp("volcano-real")
+    ctx = TargetContext(
+        fleet=Fleet(nodes=NODES), seed=7, run_dir=run_dir,
+        config={"schedule_period_s": 0.5, "actions": ["enqueue", "allocate", "backfill"],
+                "plugins": ["gang", "priority", "proportion", "drf", "binpack", "predicates", "nodeorder"],
+                "api_qps": 500, "api_burst": 1000,
+                "queues": {"weights": {}, "capability_gpus": {"capped": 16}}},
+        control_plane={"etcd_quota_bytes": 512 * 1024**2})
+    target = RealVolcano(ctx)
+    try:
+        target.start()   # raises with `make k8s-bins` / `make volcano-bins` when binaries are missing
+        yield target, run_dir
+    finally:
+        target.stop()
+
+
+def test_gang_is_admitted_whole_or_not_at_all(volcano):
+    """A 24-node gang holds the fleet; a 16-node gang behind it gets no member bound until it fits."""
+    target, _ = volcano
+    d = Driver(target)
+    d.submit(gang(101, "atomic", members=24, gpus=8, duration_s=8, submit_s=d.now()))
+    d.until(lambda: d.of(101, Kind.ADMITTED), 60, "gang 101 admitted")
+    d.submit(gang(102, "atomic", members=16, gpus=8, duration_s=2, submit_s=d.now()))
+    d.until(lambda: d.finished(101, 102), 90, "gangs 101 and 102 finished")
+
+    a_done = d.of(101, Kind.FINISHED)[0].t
+    b_bound = d.of(102, Kind.BOUND)
+    assert b_bound and min(e.t for e in b_bound) >= a_done - 0.5, "gang 102 got members bound while it could not fit"
+    assert max(e.members for e in b_bound) == 16
+    assert max(e.members for e in d.of(101, Kind.BOUND)) == 24
+    assert d.of(102, Kind.ADMITTED)[0].members == 16
+    snap = target.snapshot(d.now())
+    assert snap.partial_gangs == 0
+
+
+def test_queue_capability_caps_running_gpus(volcano):
+    """Queue 'capped' may hold 16 GPUs: of four 8-GPU jobs at most two run at a time."""
+    target, _ = volcano
+    d = Driver(target)
+    ids = list(range(201, 205))
+    for i in ids:
+        d.submit(gang(i, "capped", members=1, gpus=8, duration_s=4, submit_s=d.now()))
+    d.until(lambda: d.finished(*ids), 90, "capped jobs finished")
+    spans = [(d.of(i, Kind.ADMITTED)[0].t, d.of(i, Kind.FINISHED)[0].t) for i in ids]
+    points = sorted([(s, 1) for s, _ in spans] + [(f, -1) for _, f in spans], key=lambda p: (p[0], p[1]))
+    running = peak = 0
+    for _, delta in points:
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2, f"queue capability 16 GPUs should allow exactly two 8-GPU jobs at once, saw {peak}"
+
+
+def test_evicted_member_restarts_the_whole_job(volcano):
+    target, _ = volcano
+    d = Driver(target)
+    d.submit(gang(301, "evict", members=4, gpus=8, duration_s=6, submit_s=d.now()))
+    d.until(lambda: d.of(301, Kind.ADMITTED), 60, "gang 301 admitted")
+    d.events += target.chaos(ChaosAction(t=d.now(), kind="evict", params={"members": 1}), d.now())
+    d.until(lambda: d.of(301, Kind.REQUEUED), 30, "gang 301 requeued after eviction")
+    d.until(lambda: len(d.of(301, Kind.ADMITTED)) >= 2, 60, "gang 301 re-admitted")
+    d.until(lambda: d.finished(301), 60, "gang 301 finished")
+    evicted = d.of(301, Kind.EVICTED)[0]
+    readmitted = d.of(301, Kind.ADMITTED)[1]
+    assert readmitted.t > evicted.t and readmitted.members == 4
+    cp = target.control_plane()
+    assert cp["restarts"] >= 1 and cp["restart_to_readmission_s"]["n"] >= 1
+    assert cp["session_ms"]["count"] > 0, cp
+
+
+def test_stop_leaves_no_process(volcano):
+    from fakes.kube_cluster import COMPONENT_NAMES, leftover_processes
+    target, run_dir = volcano
+    assert target.vc is not None and all(p.alive() for p in target.vc.procs)
+    target.stop()
+    left = leftover_processes(COMPONENT_NAMES + VOLCANO_PROCS, under=Path(run_dir))
+    assert left == [], left
