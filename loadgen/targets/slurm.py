@@ -46,6 +46,7 @@ class Tracked:
     state: str = ""
     started: bool = False
     done: bool = False
+    evicted: bool = False               # chaos already reported the eviction of this allocation
     submit_epoch: int | None = None     # Slurm SubmitTime
     start_epoch: int | None = None      # Slurm StartTime of the current allocation
     end_epoch: int | None = None
@@ -68,10 +69,9 @@ class RealSlurm(Target):
         if run_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="gangstorm-slurm-")
             run_dir = Path(self._tmp)
-        conf = dict(cfg)
-        # Slurm holds a requeued job for cred_expire (120 s) before it may restart: scaled like durations.
-        conf["cred_expire_s"] = float(cfg.get("cred_expire_s", 120)) / float(ctx.time_scale or 1.0)
-        self.cluster = SlurmFleet(ctx.fleet, run_dir, config=conf)
+        # Scheduler timers (sched/bf intervals, cred_expire = the 120 s hold on a requeued job) stay
+        # in Slurm's own wall seconds, like the latencies measured: only the workload is time-scaled.
+        self.cluster = SlurmFleet(ctx.fleet, run_dir, config=dict(cfg))
         self.jobs: dict[int, Tracked] = {}          # by job.id
         self.by_slurm: dict[int, Tracked] = {}
         self.prefill: dict[int, int] = {}           # slurm id -> GPUs (chaos fill, not workload)
@@ -142,8 +142,8 @@ class RealSlurm(Target):
 
     @staticmethod
     def large_gang(job: Job) -> bool:
-        """Gangs that ask for --switches: whole-node gangs of 8+ nodes (the scenario's large class)."""
-        return job.whole_node and job.members >= 8
+        """Gangs that ask for --switches: the scenario's large class, as in the simulated slurm."""
+        return job.cls == "large" and job.members > 1
 
     def submit(self, job: Job, now: float) -> list[Event]:
         self._sync(now)
@@ -267,6 +267,9 @@ class RealSlurm(Target):
                     ev.append(Event(obs, tr.job.id, Kind.STARTED, members=tr.job.members, backend_t=bt))
             if state in PENDING and tr.started:
                 tr.started, tr.nodes = False, []
+                if not tr.evicted:      # Slurm requeued it on its own (node not responding, ...)
+                    ev.append(Event(obs, tr.job.id, Kind.EVICTED, members=0, reason=state.lower()))
+                tr.evicted = False
                 ev.append(Event(obs, tr.job.id, Kind.REQUEUED, reason=state.lower()))
             if state in DONE_OK:
                 tr.done, tr.end_epoch = True, end_e
@@ -349,6 +352,12 @@ class RealSlurm(Target):
     def _running_on(self, names: set[str]) -> list[Tracked]:
         return [tr for tr in self.by_slurm.values() if tr.started and not tr.done and names & set(tr.nodes)]
 
+    @staticmethod
+    def _evicted(victims: list[Tracked], now: float, reason: str) -> list[Event]:
+        for tr in victims:
+            tr.evicted = True
+        return [Event(now, tr.job.id, Kind.EVICTED, members=0, reason=reason) for tr in victims]
+
     def chaos(self, action: ChaosAction, now: float) -> list[Event]:
         self._sync(now)
         p = action.params
@@ -358,9 +367,8 @@ class RealSlurm(Target):
                 self.cluster.kill_slurmd(n)
             self._scontrol_nodes(names, "DOWN", "gangstorm-node_fail")
             self.down |= set(names)
-            hit = set(names)
-            return [Event(now, tr.job.id, Kind.EVICTED, members=len(set(tr.nodes) - hit), reason="node_fail")
-                    for tr in self._running_on(hit)]
+            # Slurm requeues the whole batch job (--requeue): nothing stays bound, as in the sim.
+            return self._evicted(self._running_on(set(names)), now, "node_fail")
         if action.kind == "node_recover":
             names = self._names(p.get("nodes", []))
             for n in names:
@@ -385,9 +393,9 @@ class RealSlurm(Target):
             self.cluster.run(["scontrol", "requeue", ",".join(str(tr.slurm_id) for tr in victims)], check=False)
             drain_s = float(p.get("drain_s", 10.0)) / float(self.ctx.time_scale or 1.0)
             self.resume_at.append((now + drain_s, nodes))
-            return [Event(now, tr.job.id, Kind.EVICTED, members=0, reason="evict") for tr in victims]
+            return self._evicted(victims, now, "evict")
         if action.kind == "prefill":
-            dur = float(p.get("duration_s", 3600)) / float(self.ctx.time_scale or 1.0)
+            dur = float(p.get("duration_s", 60))        # the runner already scaled it to wall seconds
             for node, gpus in p.get("placements", []):
                 name = self.ctx.fleet.node_name(int(node))
                 argv = ["sbatch", "--parsable", "--job-name=gs-prefill", f"--chdir={self.cluster.run_dir}/jobs",
