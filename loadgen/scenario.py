@@ -105,9 +105,6 @@ def _check_mix(data: dict, src: str) -> None:
             if s["gpus"] > gpn:
                 raise ScenarioError(src, f"workload.classes.{name}.shapes[{i}].gpus",
                                     f"expected <= fleet.gpus_per_node ({gpn}), got {s['gpus']}")
-            if s["members"] > data["fleet"]["nodes"]:
-                raise ScenarioError(src, f"workload.classes.{name}.shapes[{i}].members",
-                                    f"expected <= fleet.nodes ({data['fleet']['nodes']}), got {s['members']}")
     if not data["fleet"]["gpu_models"] or sum(data["fleet"]["gpu_models"].values()) <= 0:
         raise ScenarioError(src, "fleet.gpu_models", "expected at least one model with a positive weight")
 

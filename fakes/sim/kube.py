@@ -101,7 +101,7 @@ class SimKube(KubeFamily):
                 if js.done:
                     continue
                 c = self.cfg
-                backoff = min(c["pod_initial_backoff_s"] * 2 ** (js.extra["attempts"] - 1), c["pod_max_backoff_s"])
+                backoff = min(c["pod_initial_backoff_s"] * 2 ** min(js.extra["attempts"] - 1, 30), c["pod_max_backoff_s"])
                 ready = js.extra.get("failed_at", t) + backoff
                 if ready <= t:
                     js.extra["queued"] = False
@@ -120,14 +120,19 @@ class SimKube(KubeFamily):
     def _tick(self, t: float) -> None:
         self.tick_pending = False
         clock = max(t, self.busy_until)
+        # Attempts that cannot succeed (no node has room for one member) change nothing but the
+        # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
+        horizon = self._timers[0][0] if self._timers else float("inf")
         while self.queue:
             _, _, _, jid = heapq.heappop(self.queue)
             js = self.jobs[jid]
             js.extra["queued"] = False
             if js.done or self._pending_pods(js) == 0:
                 continue
+            hopeless = self.state.count_ge(js.job.gpus_per_member) == 0
             clock = self._attempt(js, clock)
-            break
+            if not hopeless or clock >= horizon:
+                break
         self.busy_until = clock
         self._kick(clock)
 

@@ -93,7 +93,7 @@ class SimRay(SimTarget):
                 if not self._possible(js):
                     self.infeasible[jid] = js
                 else:
-                    delay = min(c["retry_initial_s"] * 2 ** js.extra["retries"], c["retry_max_s"])
+                    delay = min(c["retry_initial_s"] * 2 ** min(js.extra["retries"], 30), c["retry_max_s"])
                     js.extra["retries"] += 1
                     self._at(self.busy_until + delay, self._retry, js)
                 break

@@ -57,6 +57,7 @@ class SimVolcano(KubeFamily):
         self.inqueue: dict[int, JobState] = {}
         self.queue_alloc: dict[str, int] = {}
         self.session_at: float | None = None
+        self.dirty = True          # something changed since the last allocate (else it would repeat)
         self.session_ms: list[float] = []
         self.podgroup_bytes = ctx.control_plane["object_bytes"]["podgroup"]
 
@@ -77,6 +78,7 @@ class SimVolcano(KubeFamily):
     # --- queueing -----------------------------------------------------------------------
     def _enqueue(self, js: JobState, t: float) -> None:
         self.pending_phase[js.job.id] = js
+        self.dirty = True
         self._wake(t)
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
@@ -91,6 +93,7 @@ class SimVolcano(KubeFamily):
             self._at(self.session_at, self._session)
 
     def _on_release(self, t: float) -> None:
+        self.dirty = True
         if self.pending_phase or self.inqueue:
             self._wake(t)
 
@@ -115,7 +118,8 @@ class SimVolcano(KubeFamily):
         self._count("sessions")
         if self.cp.alarm:          # the session cannot update PodGroup status; nothing moves
             self._count("sessions_stalled_nospace")
-        else:
+        elif self.dirty:
+            self.dirty = False
             if "enqueue" in self.actions:
                 self._enqueue_action()
             else:
@@ -174,6 +178,7 @@ class SimVolcano(KubeFamily):
             if "proportion" in self.plugins and self.queue_alloc.get(q, 0) >= deserved.get(q, 0) > 0 \
                     and self.queue_alloc.get(q, 0) + js.job.gpus > deserved[q] + 1e-9:
                 self._count("allocate_skipped_overused")
+                cursors.pop(q, None)      # an overused queue gets nothing more this session
                 continue
             self._try_job(js, bind_from)
 

@@ -8,8 +8,11 @@ from loadgen.scenario import Scenario, load
 from loadgen.target import SCHEDULERS
 
 
+class UsageError(Exception):
+    """A bad flag value: one line, exit status 2."""
+
+
 def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
-    from loadgen.cli.main import UsageError
     if text is None:
         return list(scenario.data["schedulers_enabled"])
     names = [s.strip() for s in text.split(",") if s.strip()]

@@ -5,14 +5,11 @@ import argparse
 import importlib
 import sys
 
+from loadgen.cli.common import UsageError
 from loadgen.scenario import ScenarioError
 from loadgen.traces import TraceError
 
 SUBCOMMANDS = ("run", "ceiling", "trace", "calibrate", "locust")
-
-
-class UsageError(Exception):
-    """A bad flag value: one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,12 +27,15 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     from loadgen.comparative import RunOptions, run
+    from loadgen.cli.common import UsageError
+    from loadgen.traces import TraceError
     if args.seed is not None and args.seed < 0:
-        from loadgen.cli.main import UsageError
         raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
     scenario = load_with_overrides(args.scenario, nodes=args.nodes, seed=args.seed, churn=args.churn,
                                    duration_h=args.duration_h)
     names = parse_schedulers(args.schedulers, scenario)
+    if args.trace and not Path(args.trace).is_file():
+        raise TraceError(args.trace, "file", "no such trace file")
     bar = None if args.quiet else ProgressBar()
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
                       time_scale=args.time_scale, trace=args.trace, progress=bar)

@@ -184,6 +184,9 @@ class RealVolcano(Target):
         self._last_scrape = (-1e9, {})
         self._prefill_ids = 0
         self._pending_deletes: deque[str] = deque()
+        self.failed_nodes: set[int] = set()
+        self._final: dict[str, Any] | None = None
+        self.chaos_figures: dict[str, Any] = {}
 
     # --- clock --------------------------------------------------------------------------------
     def _clock(self, now: float) -> None:
@@ -196,6 +199,7 @@ class RealVolcano(Target):
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         from fakes.kube_cluster import ClusterSpec, KubeCluster, require_binaries as require_kube
+        from loadgen.targets.kube import apiserver_args as kube_apiserver_args
         require_kube()
         require_volcano()
         if self.ctx.run_dir is None:
@@ -203,22 +207,20 @@ class RealVolcano(Target):
         run_dir = Path(self.ctx.run_dir or self._tmp) / "volcano-real"
         run_dir.mkdir(parents=True, exist_ok=True)
         cp = self.ctx.control_plane or {}
-        apiserver_args = {
-            "max-requests-inflight": cp.get("max_requests_inflight", 400),
-            "max-mutating-requests-inflight": cp.get("max_mutating_requests_inflight", 200),
-            "etcd-compaction-interval": f"{int(cp.get('compaction_interval_s', 300))}s",
-        }
         spec = ClusterSpec(name=f"gsvc{self.ctx.seed % 10000}-{int(time.time()) % 100000}",
                            workdir=run_dir / "kube", scheduler=self.with_kube_scheduler,
                            etcd_quota_bytes=int(cp.get("etcd_quota_bytes", 2 * 1024**3)),
-                           apiserver_args=apiserver_args)
+                           apiserver_args=kube_apiserver_args(cp))
         self.cluster = KubeCluster(spec)
         self.cluster.start()
         try:
             self.api = self.cluster.api_client(qps_threads=16)
             self._make_clients()
             self._ensure_namespace()
-            self.counters["nodes_create_s"] = self.cluster.create_nodes(self.ctx.fleet)
+            self.counters["cluster_start_s"] = round(self.cluster.started_s or 0, 2)
+            self.counters["nodes_registered_s"] = round(self.cluster.create_nodes(self.ctx.fleet), 2)
+            from loadgen.targets.kube import RealKube
+            self.counters["nodes_ready_s"] = round(RealKube._wait_nodes_ready(_KubeShim(self)), 2)
             self.vc = VolcanoControlPlane(self.cluster.kubeconfig, run_dir, self.ctx.config)
             self.vc.start(self.api, spawn=self.cluster.add_component)
             self.watch = PodWatch(self.cluster.api_client(qps_threads=2), NAMESPACE)
@@ -234,13 +236,20 @@ class RealVolcano(Target):
 
     def _ensure_namespace(self) -> None:
         from kubernetes.client.rest import ApiException
-        try:
-            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        from loadgen.targets.kube import FILL_NS
+        for ns in (NAMESPACE, FILL_NS):
+            try:
+                self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            except ApiException as e:
+                if e.status != 409:
+                    raise
 
     def stop(self) -> None:
+        if self.vc is not None and self.cluster is not None and self._final is None:
+            try:
+                self._final = self._collect()
+            except Exception as e:
+                self._final = {"final_scrape_error": repr(e)[:200]}
         if self.watch is not None:
             self.watch.stop()
         if self.vc is not None:
@@ -271,18 +280,9 @@ class RealVolcano(Target):
         except ApiException as e:
             if e.status != 409:
                 raise
-        self._wait_queue_open(q)
+        # No wait for the queue controller to open it: vc-scheduler holds the job until it is Open.
         self.queues.add(q)
         return q
-
-    def _wait_queue_open(self, q: str, timeout_s: float = 15.0) -> None:
-        """Jobs submitted to a queue the controller has not opened yet are rejected by Volcano."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            obj = self.custom.get_cluster_custom_object(SCHED_GROUP, SCHED_VERSION, "queues", q)
-            if (obj.get("status") or {}).get("state") == "Open":
-                return
-            time.sleep(0.1)
 
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
         name = f"g{job.id}"
@@ -422,7 +422,9 @@ class RealVolcano(Target):
         waiting = [g for g in self.gangs.values() if not g.done and not g.admitted]
         partial = [g for g in waiting if g.bound]
         running = [g for g in self.gangs.values() if not g.done and g.admitted]
-        free = self.ctx.fleet.gpus_per_node - self.node_used
+        free = np.clip(self.ctx.fleet.gpus_per_node - self.node_used, 0, None)
+        if self.failed_nodes:
+            free[list(self.failed_nodes)] = 0
         smallest = min((g.job.gpus_per_member for g in waiting), default=None)
         return Snapshot(
             t=now,
@@ -441,13 +443,21 @@ class RealVolcano(Target):
         if now - last_t < max_age_s:
             return last
         figures = scheduler_figures(self.vc.metrics_text() if self.vc else "")
-        figures.update(apiserver_figures(self.cluster))
+        figures.update(apiserver_figures(self.cluster, self.api))
         self._last_scrape = (now, figures)
         return figures
 
+    def _collect(self) -> dict[str, Any]:
+        return dict(self._scrape(float("inf"), max_age_s=0.0))
+
     def control_plane(self) -> dict[str, Any]:
-        figures = dict(self._scrape(float("inf"), max_age_s=0.0)) if self.vc else {}
+        if self._final is not None:
+            figures = dict(self._final)
+        else:
+            figures = self._collect() if self.vc else {}
         figures.update({k: v for k, v in self.counters.items()})
+        figures.update(self.chaos_figures)
+        figures["backend"] = "real"
         figures["restart_to_readmission_s"] = quantiles(self.readmission_s)
         figures["volcano_version"] = VOLCANO_VERSION
         return figures
@@ -502,35 +512,47 @@ class RealVolcano(Target):
                 self.counters["prefill_errors"] += 1
         return self.advance(now)
 
-    def _kube_chaos(self, action: ChaosAction, now: float) -> list[Event]:
-        try:
-            from loadgen.targets import kube as kube_target
-        except ImportError as e:
-            raise ChaosUnsupported(f"volcano/real reuses the kube target for {action.kind!r}: {e}") from None
-        fn = getattr(kube_target, f"chaos_{action.kind}", None)
-        if fn is None:
-            raise ChaosUnsupported(f"volcano/real: loadgen.targets.kube has no chaos_{action.kind}")
-        fn(self.cluster, action)
+    # etcd pressure and node failure are the same API operations as on the kube backend: reuse them.
+    def _chaos_etcd_fill(self, action: ChaosAction, now: float) -> list[Event]:
+        from loadgen.targets.kube import RealKube
+        p = action.params
+        RealKube._etcd_fill(_KubeShim(self), int(p.get("bytes", 0)), int(p.get("object_bytes", 900 * 1024)))
         return self.advance(now)
 
-    _chaos_etcd_fill = _kube_chaos
-    _chaos_etcd_recover = _kube_chaos
-    _chaos_node_fail = _kube_chaos
-    _chaos_node_recover = _kube_chaos
+    def _chaos_etcd_recover(self, action: ChaosAction, now: float) -> list[Event]:
+        from loadgen.targets.kube import RealKube
+        RealKube._etcd_recover(_KubeShim(self))
+        return self.advance(now)
+
+    def _chaos_node_fail(self, action: ChaosAction, now: float) -> list[Event]:
+        from loadgen.targets.kube import RealKube
+        RealKube._node_fail(_KubeShim(self), [int(n) for n in action.params.get("nodes", [])], fail=True)
+        return self.advance(now)
+
+    def _chaos_node_recover(self, action: ChaosAction, now: float) -> list[Event]:
+        from loadgen.targets.kube import RealKube
+        RealKube._node_fail(_KubeShim(self), [int(n) for n in action.params.get("nodes", [])], fail=False)
+        return self.advance(now)
 
 
-def apiserver_figures(cluster) -> dict[str, Any]:
-    """The apiserver/etcd figures the kube target reports, through its scraper when it has one."""
-    if cluster is None:
-        return {}
+def apiserver_figures(cluster, api_client) -> dict[str, Any]:
+    """The apiserver and etcd figures the kube target reports, with its scrapers."""
+    from fakes import kube_metrics
+    from fakes.kube_cluster import get_text
+    from loadgen.targets.kube import RealKube
+    out: dict[str, Any] = {}
     try:
-        from loadgen.targets import kube as kube_target
-    except ImportError:
-        return {}
-    fn = getattr(kube_target, "scrape_control_plane", None)
-    if fn is None:
-        return {}
-    try:
-        return dict(fn(cluster))
-    except Exception as e:    # a scrape must never take the run down
-        return {"apiserver_scrape_error": repr(e)[:200]}
+        out["apiserver"] = kube_metrics.apiserver_figures(get_text(api_client, "/metrics"))
+    except Exception as e:     # a scrape must never take the run down
+        out["apiserver_error"] = type(e).__name__
+    out["etcd"] = RealKube._plain_metrics(cluster.etcd_url + "/metrics", kube_metrics.etcd_figures)
+    return out
+
+
+class _KubeShim:
+    """What RealKube's chaos and readiness helpers read from `self`, for reuse on our cluster."""
+
+    def __init__(self, target: "RealVolcano"):
+        self.api, self.cluster, self.fleet = target.core, target.cluster, target.ctx.fleet
+        self.failed_nodes = target.failed_nodes
+        self.figures = target.chaos_figures

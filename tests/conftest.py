@@ -1,0 +1,18 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "traces"
+os.environ.setdefault("GANGSTORM_ROOT", str(ROOT))
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    """Write a scenario YAML body to a temp file and return its path."""
+    def _write(body: str, name: str = "s.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(body)
+        return p
+    return _write

@@ -1,0 +1,27 @@
+"""Test helpers: run hand-made jobs through one simulated scheduler."""
+from loadgen.job import Job
+from loadgen.recorder import Recorder
+from loadgen.runner import run_virtual
+from loadgen.scenario import from_dict
+from loadgen.target import target_class, TargetContext
+
+
+def job(i, members, gpus=8, t=0.0, dur=100.0, tenant="a", cls=None):
+    return Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls=cls or ("large" if members >= 8 else "small"),
+               members=members, gpus_per_member=gpus, duration_s=dur, submit_s=t, min_available=members,
+               cpus_per_member=gpus * 12)
+
+
+def sim(name, jobs, nodes=16, end=10_000.0, chaos=(), overrides=None, leaf_size=4):
+    over = {"fleet.nodes": nodes, "fleet.leaf_size": leaf_size, **(overrides or {})}
+    sc = from_dict({}).with_overrides(**over)
+    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config(name),
+                        control_plane=sc.section("control_plane"), seed=1)
+    target = target_class(name, "sim")(ctx)
+    events = []
+    rec = Recorder(jobs)
+    orig = rec.record
+    rec.record = lambda evs: (events.extend(evs), orig(evs))
+    target.start()
+    run_virtual(target, jobs, list(chaos), end, 10.0, rec)
+    return target, rec, events

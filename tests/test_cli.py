@@ -1,0 +1,71 @@
+"""gangstorm run / trace from the command line: files written, schema, partial results."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+REQUIRED = {"run_id", "scenario", "seed", "complete", "wall_s", "fleet", "workload", "schedulers"}
+PER_SCHED = {"backend", "jobs", "admission_s", "by_class", "alloc_util", "fragmentation", "partial_gang_gpu_hours",
+             "cost_per_million_gpu_hours", "control_plane"}
+
+
+def gangstorm(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "loadgen.cli.main", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_run_writes_summary_jobs_and_report(tmp_path):
+    r = gangstorm("run", "scenarios/baseline-3x.yaml", "--nodes", "300", "--duration-h", "1", "--out",
+                  str(tmp_path), "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert REQUIRED <= set(s) and s["complete"] is True
+    assert set(s["fleet"]) >= {"nodes", "gpus_per_node", "leaf_size"} and s["fleet"]["nodes"] == 300
+    assert {"jobs", "churn_multiplier", "arrival_rate_per_s", "offered_load"} <= set(s["workload"])
+    assert list(s["schedulers"]) == ["kube", "volcano", "ray", "slurm"]
+    for name, sch in s["schedulers"].items():
+        assert PER_SCHED <= set(sch) and sch["backend"] == "sim"
+        assert {"p50", "p99", "p999", "max", "count"} <= set(sch["admission_s"])
+        assert sch["jobs"]["submitted"] == s["workload"]["jobs"]
+    rows = (tmp_path / "jobs.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4 * s["workload"]["jobs"]
+    assert "| kube | sim |" in (tmp_path / "summary.md").read_text()
+    assert f"results: {tmp_path}/summary.json" in r.stdout
+
+
+def test_trace_export_then_replay_gives_the_same_jobs(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    r = gangstorm("trace", "export", "scenarios/baseline-3x.yaml", str(trace), "--nodes", "200")
+    assert r.returncode == 0, r.stderr
+    r = gangstorm("trace", "show", str(trace))
+    assert r.returncode == 0 and "jobs over" in r.stdout
+    r = gangstorm("run", "scenarios/baseline-3x.yaml", "--nodes", "200", "--trace", str(trace), "--schedulers",
+                  "slurm", "--out", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["workload"]["jobs"] == len(trace.read_text().splitlines()) - 1
+    assert s["workload"]["source"] == str(trace)
+
+
+def test_interrupted_run_leaves_a_partial_summary(tmp_path):
+    import os
+    import signal
+    import time
+    p = subprocess.Popen([sys.executable, "-m", "loadgen.cli.main", "run", "scenarios/baseline-3x.yaml",
+                          "--out", str(tmp_path), "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not (tmp_path / "summary.json").exists():
+            time.sleep(0.1)
+        time.sleep(1.0)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["complete"] is False
+    assert "interrupted" in err

@@ -1,0 +1,80 @@
+"""Simulated kube-scheduler mechanisms."""
+import numpy as np
+import pytest
+
+from fakes.sim.kube import num_feasible_nodes_to_find
+from loadgen.events import Kind
+from loadgen.target import ChaosAction
+from simkit import job, sim
+
+
+@pytest.mark.parametrize("nodes,pct,expect", [
+    (50, None, 50),          # fewer than 100 nodes: all
+    (1000, None, 420),       # adaptive 50 - 1000/125 = 42%
+    (5000, None, 500),       # adaptive 10%
+    (10000, None, 500),      # adaptive floor 5%
+    (100000, None, 5000),
+    (10000, 100, 10000),
+    (10000, 1, 100),         # never fewer than 100
+    (10000, 30, 3000),
+])
+def test_num_feasible_nodes_to_find(nodes, pct, expect):
+    assert num_feasible_nodes_to_find(nodes, pct) == expect
+
+
+def test_least_allocated_spreads_and_most_allocated_packs():
+    jobs = [job(i, 1, gpus=1, t=i * 0.1, dur=10_000) for i in range(8)]
+    t, _, _ = sim("kube", jobs, nodes=8, end=100)
+    assert sorted(int(x) for x in t.state.free_gpus) == [7] * 8
+    t, _, _ = sim("kube", jobs, nodes=8, end=100, overrides={"schedulers.kube.scoring": "most_allocated"})
+    assert sorted(int(x) for x in t.state.free_gpus) == [0] + [8] * 7
+
+
+def test_bind_rate_limit_spaces_binds_at_qps():
+    # 20 single-pod jobs at t=0, burst 5, qps 10: binds 6..20 wait for tokens at 10 per second.
+    jobs = [job(i, 1, gpus=1, dur=1000) for i in range(20)]
+    _, rec, _ = sim("kube", jobs, nodes=20, end=100,
+                    overrides={"schedulers.kube.api_qps": 10, "schedulers.kube.api_burst": 5})
+    lat = sorted(rec.admit - rec.submit)
+    assert lat[4] < 0.1
+    assert lat[19] == pytest.approx(1.5, abs=0.05)
+
+
+def test_partial_gang_gpu_hours_are_integrated_exactly():
+    # 4 nodes; A holds 2 until t=100. Gang B (3 nodes, t=1) binds 2 pods and waits 99 s holding
+    # 16 GPUs; at t=100 B completes and gang C (t=50) takes the other node, holding 8 GPUs
+    # until B ends at t=200. Partial: 16 x 99 + 8 x 100 = 2,384 GPU-seconds.
+    jobs = [job(0, 2, dur=100), job(1, 3, t=1, dur=100), job(2, 3, t=50, dur=100)]
+    _, rec, events = sim("kube", jobs, nodes=4, end=2000)
+    assert [e.members for e in events if e.job_id == 1 and e.kind is Kind.BOUND] == [1, 2, 3]
+    assert rec.partial_gpu_s == pytest.approx(16 * 99 + 8 * 100, rel=0.002)
+    assert rec.partial_ever[1] and rec.partial_ever[2]
+
+
+def deadlock_jobs():
+    # Four 1-node jobs end 0.5 s apart, faster than the pods' backoff, so the two waiting
+    # 3-node gangs take turns and end up with two nodes each.
+    ends = [job(i, 1, dur=d) for i, d in enumerate((10, 10.5, 11, 11.5))]
+    return ends + [job(10, 3, t=1, dur=100), job(11, 3, t=10.2, dur=100)]
+
+
+def test_partial_gangs_deadlock_without_gang_semantics():
+    t, rec, _ = sim("kube", deadlock_jobs(), nodes=4, end=5000)
+    assert np.isnan(rec.admit[4]) and np.isnan(rec.admit[5])
+    assert len(t.state.holdings[10]) == 2 and len(t.state.holdings[11]) == 2
+    assert rec.partial_gpu_s == pytest.approx(32 * (5000 - 12), rel=0.01)
+
+
+def test_coscheduling_releases_reservations_and_admits_both():
+    _, rec, _ = sim("kube", deadlock_jobs(), nodes=4, end=5000,
+                    overrides={"schedulers.kube.coscheduling": True, "schedulers.kube.permit_timeout_s": 30})
+    assert not any(x != x for x in rec.admit)       # both admitted
+    assert rec.partial_gpu_s == 0
+
+
+def test_eviction_recreates_only_the_lost_pod():
+    jobs = [job(0, 4, dur=1000)]
+    t, rec, events = sim("kube", jobs, nodes=4, end=3000, chaos=[ChaosAction(10, "evict", {"members": 1})])
+    ev = [e for e in events if e.kind is Kind.EVICTED]
+    assert ev and ev[0].members == 3            # siblings keep their pods
+    assert rec.evictions[0] == 1 and rec.readmission and rec.readmission[0] < 1.0
