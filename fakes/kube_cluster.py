@@ -34,7 +34,8 @@ KWOK_CONFIG = REPO / "kwok-config"
 BINARIES = ("kwok", "kwokctl", "etcd", "etcdctl", "kube-apiserver", "kube-scheduler",
             "kube-controller-manager")
 # Process names tests check for leftovers (kwokctl forks the controller as "kwok").
-COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
+                   "kwok-controller")
 
 
 def default_bin_dir() -> Path:
@@ -220,6 +221,9 @@ class KubeCluster:
             except subprocess.TimeoutExpired:
                 pass
         self._read_pids()
+        logs = self.cluster_dir / "logs"
+        if logs.is_dir():      # kwokctl delete removes the cluster dir; keep the logs in the run
+            shutil.copytree(logs, self.workdir / "logs", dirs_exist_ok=True)
         try:
             self.kwokctl("delete", "cluster", timeout=60, check=False)
         except Exception:
@@ -305,8 +309,10 @@ def node_body(fleet, i: int) -> dict:
 
 def get_text(api_client, path: str, timeout: float = 10) -> str:
     """GET a non-resource path (/readyz, /metrics) through an ApiClient (its certs, no proxy)."""
-    resp = api_client.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
-                               _return_http_data_only=True, _request_timeout=timeout)
+    resp = api_client.rest_client.pool_manager.request(
+        "GET", api_client.configuration.host + path, timeout=timeout, retries=False)
+    if resp.status != 200:
+        raise RuntimeError(f"GET {path}: HTTP {resp.status}")
     return resp.data.decode()
 
 

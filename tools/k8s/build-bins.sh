@@ -21,8 +21,9 @@ mkdir -p "$BIN_DIR" "$SRC_DIR"
 start=$(date +%s)
 log() { printf '[k8s-bins %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
+version_of() { if [ "$1" = etcdctl ]; then "$BIN_DIR/$1" version; else "$BIN_DIR/$1" --version; fi; }
 have() {  # have BINARY VERSION_SUBSTRING: built and reporting the pinned version
-  [ -x "$BIN_DIR/$1" ] && "$BIN_DIR/$1" --version 2>/dev/null | grep -q -- "$2"
+  [ -x "$BIN_DIR/$1" ] && version_of "$1" 2>/dev/null | grep -q -- "$2"
 }
 
 # ---- kwok / kwokctl -------------------------------------------------------------------------
@@ -94,6 +95,6 @@ else
 fi
 
 for b in kwok kwokctl etcd etcdctl $kube_bins; do
-  printf '  %-24s %s\n' "$b" "$("$BIN_DIR/$b" --version 2>&1 | head -1)"
+  printf '  %-24s %s\n' "$b" "$(version_of "$b" 2>&1 | head -1)"
 done
 log "done: binaries in $BIN_DIR (build time $(( $(date +%s) - start ))s)"
