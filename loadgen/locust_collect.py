@@ -66,15 +66,11 @@ class LaneLog:
     def latest(self) -> dict:
         """Sum of each shard's latest snapshot (one shard: that snapshot)."""
         out = {f: 0 for f in SNAP_FIELDS[1:]}
-        cp: dict = {}
-        for rows in self.snaps.values():
-            if not rows:
-                continue
-            last = rows[-1]
+        lasts = [rows[-1] for rows in self.snaps.values() if rows]
+        for last in lasts:
             for i, f in enumerate(SNAP_FIELDS[1:], start=1):
                 out[f] += last[i]
-            _add(cp, last[7])
-        out["control_plane"] = cp
+        out["control_plane"] = merge_cp([last[7] for last in lasts])
         return out
 
     def samples(self, every: float) -> list[Snapshot]:
@@ -90,19 +86,19 @@ class LaneLog:
         for b in sorted(buckets):
             last.update(buckets[b])
             vals = [sum(r[i] for r in last.values()) for i in range(1, 7)]
-            cp: dict = {}
-            for r in last.values():
-                _add(cp, r[7])
-            out.append(Snapshot(max(r[0] for r in last.values()), *vals, control_plane=cp))
+            out.append(Snapshot(max(r[0] for r in last.values()), *vals,
+                                control_plane=merge_cp([r[7] for r in last.values()])))
         return out
 
 
-def _add(acc: dict, cp: dict) -> None:
-    for key, v in cp.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(acc.get(key, 0), (int, float)):
-            acc[key] = acc.get(key, 0) + v
-        else:
-            acc.setdefault(key, v)
+def merge_cp(parts: list[dict]) -> dict:
+    """Shards' control-plane figures: counters that differ are summed; equal values (settings) kept once."""
+    out: dict = {}
+    for key in sorted({k for p in parts for k in p}):
+        vals = [p[key] for p in parts if key in p]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+        out[key] = sum(vals) if numeric and len(set(vals)) > 1 else vals[0]
+    return out
 
 
 class Collector:
@@ -200,10 +196,7 @@ class Collector:
         lo, hi = rec.window
         out = {"backend": st.backend,
                **summarize(rec, plan.fleet.total_gpus, end, (lo, hi), sc.section("cost"), lane.name)}
-        cp: dict = {}
-        for f in finals:
-            _add(cp, f.get("control_plane", {}))
-        out["control_plane"] = cp
+        out["control_plane"] = merge_cp([f.get("control_plane", {}) for f in finals])
         out["chaos_applied"] = _chaos_counts(rec.chaos_log)
         out["wall_s"] = round(max([f["wall"] for f in finals] + [0.0]), 3)
         out["end_s"] = round(end, 3)

@@ -67,7 +67,7 @@ def build_command(args, scenario, names: list[str], out: Path) -> list[str]:
         cmd += ["-t", args.run_time.replace(" ", "")]
     if args.processes:
         cmd += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
-                "--master-bind-port", str(args.master_port)]
+                "--master-bind-port", str(args.master_port), "--master-port", str(args.master_port)]
     elif args.master:
         cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(args.master_port)]
         if args.expect_workers:
