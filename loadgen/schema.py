@@ -185,7 +185,7 @@ SCENARIO = {
                                 default={"kube": 0.03, "volcano": 0.04, "ray": 0.05, "slurm": 0.02}),
     },
     "ceiling": {
-        "multipliers": ListOf(Field(NUM, lo=0.01), default=[1, 2, 3, 4, 6, 8, 12, 16]),
+        "multipliers": ListOf(Field(NUM, lo=0.01), default=[1, 3, 6, 12, 24, 48, 96]),
         "duration_h": Field(NUM, 2.0, lo=0.01),
     },
 }

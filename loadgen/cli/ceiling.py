@@ -1,0 +1,56 @@
+"""gangstorm ceiling SCENARIO: per scheduler, the highest churn multiplier that keeps the SLO."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from loadgen.cli.common import load_with_overrides, parse_schedulers, positive_float, positive_int
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ceiling", help="sweep churn multipliers; report where each scheduler breaks its SLO")
+    p.add_argument("scenario")
+    p.add_argument("--schedulers")
+    p.add_argument("--nodes", type=positive_int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--multipliers", help="comma-separated churn multipliers (default: scenario ceiling.multipliers)")
+    p.add_argument("--duration-h", type=positive_float, help="horizon at the scenario's own churn")
+    p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from loadgen.ceiling import sweep
+    from loadgen.cli.common import UsageError
+    from loadgen.storage import new_run_id
+    sc = load_with_overrides(args.scenario, nodes=args.nodes, seed=args.seed)
+    over = {}
+    if args.multipliers:
+        try:
+            ms = [float(x) for x in args.multipliers.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--multipliers: expected comma-separated numbers, got {args.multipliers!r}") from None
+        if not ms or min(ms) <= 0:
+            raise UsageError(f"--multipliers: expected positive numbers, got {args.multipliers!r}")
+        over["ceiling.multipliers"] = ms
+    if args.duration_h:
+        over["ceiling.duration_h"] = args.duration_h
+    if over:
+        sc = sc.with_overrides(**over)
+    names = parse_schedulers(args.schedulers, sc)
+    out = Path(args.out) if args.out else Path("results") / (new_run_id(sc.name) + "-ceiling")
+    result = sweep(sc, names, out, progress=lambda label, f: print(f"  {label}", file=sys.stderr))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ceiling.json").write_text(json.dumps(result, indent=2) + "\n")
+    slo = result["slo"]["admission_p99_s"]
+    print(f"SLO: admission p99 <= {slo} s and <= 1% never admitted")
+    print(f"{'scheduler':<10} {'ceiling':>10}   p99 by churn multiplier")
+    for n, c in result["ceiling"].items():
+        best = c["ceiling_churn_multiplier"]
+        label = "none" if best is None else f"{best:g}x" + ("+" if c["beyond_sweep"] else "")
+        pts = "  ".join(f"{p['churn_multiplier']:g}x:{p['p99_s']:.1f}s" if p["p99_s"] is not None else
+                        f"{p['churn_multiplier']:g}x:n/a" for p in result["points"][n])
+        print(f"{n:<10} {label:>10}   {pts}")
+    print(f"results: {out}/ceiling.json")
+    return 0
