@@ -1,0 +1,67 @@
+"""Locust headless against a simulated scheduler: result files, and exact p99.9 in Locust's outputs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadgen.metrics import exact_quantile
+from test_locust_support import LOCUSTFILE, ROOT, jobs_rows, locust_rows, run_locust  # noqa: F401
+
+SCENARIO = """
+name: locust-headless
+seed: 7
+duration_h: 2
+drain_h: 0.5
+warmup_h: 0.1
+fleet: {nodes: 600, gpus_per_node: 8}
+workload: {churn_multiplier: 3, tenants: 4}
+"""
+
+
+@pytest.mark.slow
+def test_headless_run_writes_results_with_exact_tails(tmp_path, run_locust):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out"
+    p = run_locust("-f", str(LOCUSTFILE), "--headless", "-u", "4", "-r", "4", "-t", "30s",
+                   "--scenario", str(scenario), "--schedulers", "kube", "--time-scale", "300",
+                   "--results-dir", str(out), "--csv", str(out / "locust"), "--html", str(out / "locust.html"),
+                   "--exit-code-on-error", "0", "--only-summary")
+    assert p.wait(timeout=90) == 0, p.output()[-3000:]
+
+    for name in ("summary.json", "summary.md", "jobs.csv", "timeseries.csv", "locust_stats.csv",
+                 "locust_failures.csv", "locust.html"):
+        assert (out / name).is_file(), name
+
+    summary = json.loads((out / "summary.json").read_text())
+    # the same top-level shape as `gangstorm run` (comparative.run)
+    for key in ("run_id", "scenario", "seed", "complete", "wall_s", "duration_h", "fleet", "workload",
+                "chaos", "slo", "schedulers"):
+        assert key in summary, key
+    assert summary["complete"] is True and summary["driver"] == "locust"
+    kube = summary["schedulers"]["kube"]
+    for key in ("jobs", "admission_s", "by_class", "alloc_util", "fragmentation", "partial_gang_gpu_hours",
+                "control_plane", "slo_met", "generator_lateness_s", "generator_lateness_wall_s"):
+        assert key in kube, key
+    assert kube["jobs"]["submitted"] > 500, kube["jobs"]
+
+    jobs = jobs_rows(out / "jobs.csv")
+    stats = locust_rows(out / "locust_stats.csv")
+    html = (out / "locust.html").read_text()
+    checked = 0
+    for cls, by in kube["by_class"].items():
+        lat_ms = [float(r["admission_s"]) * 1000 for r in jobs if r["cls"] == cls and r["admission_s"]]
+        if not lat_ms:
+            continue
+        exact = round(exact_quantile(lat_ms, 0.999), 3)
+        row = stats[("ADMIT", f"kube/{cls}")]
+        assert float(row["99.9%"]) == pytest.approx(exact, abs=1e-6), (cls, row["99.9%"], exact)
+        assert float(row["50%"]) == pytest.approx(round(exact_quantile(lat_ms, 0.5), 3), abs=1e-6)
+        # summary.json (seconds) agrees with the same per-job arrays
+        assert by["admission_s"]["p999"] == pytest.approx(exact / 1000, abs=1e-6)
+        assert by["admission_s"]["count"] == len(lat_ms)
+        assert repr(exact) in html or f"{exact}" in html, f"p99.9 {exact} not in the HTML report"
+        checked += 1
+    assert checked >= 1
+    assert kube["generator_lateness_wall_s"]["count"] == kube["jobs"]["submitted"]
