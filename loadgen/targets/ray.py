@@ -195,6 +195,9 @@ class RealRay(Target):
             t = float(m["t"])
             if was_partial:
                 self.counters["rescheduled"] += 1
+                for entry in self.node_fail_log:
+                    if gid in entry["groups"]:
+                        entry.setdefault("rescheduled_after_s", {})[gid] = round(float(m["t"]) - entry["t"], 3)
                 self._events.append(Event(t, gid, Kind.BOUND, job.members, "rescheduled"))
             else:
                 self.counters["groups_ready"] += 1
@@ -235,6 +238,10 @@ class RealRay(Target):
             self._events.append(Event(float(m["t"]), gid, Kind.FAILED, 0, m.get("reason", "")))
         elif ev == "cp":
             self.cp = m
+        elif ev == "node_marked_dead":
+            for entry in self.node_fail_log:
+                if entry["node_id"] == m["node_id"]:
+                    entry["gcs_marked_dead_after_s"] = round(float(m["t"]) - entry["t"], 3)
         elif ev == "error":
             self.errors.append(m.get("error", ""))
             if len(self.errors) > 100:
@@ -274,7 +281,7 @@ class RealRay(Target):
             self.dead.add(i)
             held = sorted(j for j, ns in self.running.items() if i in ns)
             self.node_fail_log.append({"t": round(t, 3), "node": i, "node_id": info["node_id"],
-                                       "groups_on_node": len(held)})
+                                       "groups": held})
             self._send({"op": "node_dead", "node_id": info["node_id"], "t": t})
 
     def _node_recover(self, nodes: list[int], now: float) -> None:

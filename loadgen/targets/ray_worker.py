@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+HEAD_NAME = "ray-head"      # the resource-less head node fakes/ray_fleet.py starts
 CP_EVERY_S = 1.0
 WATCH_EVERY_S = 0.2
 
@@ -54,6 +55,8 @@ class Worker:
         self.watch: dict[int, float] = {}                # id -> node-kill time (run seconds)
         self.created = 0
         self.removed = 0
+        self.dead_nodes: set[str] = set()     # killed raylets
+        self.dead_unseen: set[str] = set()    # ... the GCS has not marked dead yet
 
     def now(self) -> float:
         return time.monotonic() - self.origin
@@ -128,6 +131,8 @@ class Worker:
         self.create(gid, g["spec"])
 
     def node_dead(self, node_id: str, t: float) -> None:
+        self.dead_nodes.add(node_id)
+        self.dead_unseen.add(node_id)
         for gid, g in self.groups.items():
             if g["state"] == "held" and node_id in g["nodes"]:
                 g["state"] = "lost"
@@ -150,11 +155,10 @@ class Worker:
                 self.watch.pop(gid, None)
                 g["state"] = "done"
                 self.send(ev="failed", id=gid, t=self.now(), reason="pg-removed-after-node-failure")
-            elif state == "CREATED" and "RESCHEDULING" in g["seen"]:
+            elif state == "CREATED" and not set(row["bundles_to_node_id"].values()) & self.dead_nodes:
                 self.watch.pop(gid, None)
                 g["state"] = "pending"
-                token = g["token"]
-                self.q.put(("ready", gid, token, self.now(), _Done()))
+                self.q.put(("ready", gid, g["token"], self.now(), _Done()))
 
     def control_plane(self) -> None:
         try:
@@ -166,8 +170,13 @@ class Worker:
         states: dict[str, int] = {}
         for row in table.values():
             states[row["state"]] = states.get(row["state"], 0) + 1
-        alive = [n for n in nodes if n.get("Alive")]
-        self.send(ev="cp", t=self.now(), raylets_alive=len(alive), raylets_dead=len(nodes) - len(alive),
+        fleet = [n for n in nodes if n.get("NodeName") != HEAD_NAME]
+        alive = [n for n in fleet if n.get("Alive")]
+        for n in fleet:
+            if not n.get("Alive") and n.get("NodeID") in self.dead_unseen:
+                self.dead_unseen.discard(n["NodeID"])
+                self.send(ev="node_marked_dead", node_id=n["NodeID"], t=self.now())
+        self.send(ev="cp", t=self.now(), raylets_alive=len(alive), raylets_dead=len(fleet) - len(alive),
                   gpus_alive=sum(int(n.get("Resources", {}).get("GPU", 0)) for n in alive),
                   gcs_groups=states, groups_created=self.created, groups_removed=self.removed)
 
