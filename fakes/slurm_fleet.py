@@ -613,18 +613,69 @@ def _tail(path: Path, n: int = 15) -> str:
         return "(no log)"
 
 
-def _rss_mib(pids: Iterable[int]) -> float:
+def _pss_mib(pids: Iterable[int]) -> float:
+    """Proportional set size: shared library pages split among the processes sharing them."""
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/status") as fh:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
                 for line in fh:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith("Pss:"):
                         total += int(line.split()[1])
                         break
         except OSError:
             pass
     return total / 1024
+
+
+def bench_sbatch(fl: SlurmFleet, n: int, workers: int, sleep_s: float, held: bool = False) -> dict[str, Any]:
+    """Submit n one-GPU jobs from `workers` threads; rate, then Slurm's submit-to-start spread.
+
+    held=True submits with --hold: the pure submission path, no job launches competing for CPU.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    import statistics
+    argv = ["sbatch", "--parsable", "-N1", "--gres=gpu:1", "--time=5", f"--chdir={fl.run_dir}/jobs",
+            "-o", "/dev/null", "-e", "/dev/null", *(["--hold"] if held else []), "--wrap", f"sleep {sleep_s}"]
+    env = fl.env()
+    errors = []
+
+    def one(_):
+        r = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if r.returncode:
+            errors.append(r.stderr.strip()[-200:])
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(n)))
+    dt = time.monotonic() - t0
+    if held:
+        fl.run(["scancel", "--state=PENDING"], check=False)
+        return {"sbatch": n, "workers": workers, "held": True, "submit_s": round(dt, 2),
+                "sbatch_per_s": round(n / dt, 1), "errors": len(errors)}
+    deadline = time.monotonic() + 300
+    rows: list[list[str]] = []
+    while time.monotonic() < deadline:
+        out = fl.run(["squeue", "-h", "--states=all", "-o", "%i|%T|%V|%S"], check=False).stdout
+        rows = [l.split("|") for l in out.splitlines()]
+        if rows and all(r[1] != "PENDING" for r in rows):
+            break
+        time.sleep(1)
+    waits = sorted(int(r[3]) - int(r[2]) for r in rows if r[3].isdigit() and r[2].isdigit())
+    sdiag = fl.run(["sdiag"], check=False).stdout
+    mean_cycle = [l.split(":")[1].strip() for l in sdiag.splitlines() if "Mean cycle" in l]
+    return {"sbatch": n, "workers": workers, "submit_s": round(dt, 2), "sbatch_per_s": round(n / dt, 1),
+            "errors": len(errors), "first_error": errors[0] if errors else "",
+            "started": len(waits), "start_wait_p50_s": statistics.median(waits) if waits else None,
+            "start_wait_max_s": waits[-1] if waits else None, "sdiag_mean_cycle_us(main,bf)": mean_cycle}
+
+
+def _meminfo(key: str) -> int:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) // 1024
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -634,6 +685,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", type=Path, default=Path("results/slurm-fleet"))
     ap.add_argument("--hold", type=float, default=0, help="seconds to keep the fleet up, sampling node states")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--sbatch", type=int, default=0, metavar="N",
+                    help="after boot, submit N one-GPU jobs (sleep --sleep s) and report sbatch/s and submit-to-start")
+    ap.add_argument("--workers", type=int, default=4, help="concurrent sbatch processes for --sbatch")
+    ap.add_argument("--sleep", type=float, default=30.0)
+    ap.add_argument("--held", action="store_true", help="--sbatch with --hold: no job launches")
     ap.add_argument("--set", action="append", default=[], metavar="Key=Value",
                     help="override a timer (SlurmdTimeout, MessageTimeout, ...)")
     args = ap.parse_args(argv)
@@ -647,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_dir.exists():
         shutil.rmtree(args.run_dir)
     fl = SlurmFleet(Fleet(nodes=args.nodes), args.run_dir, config={"timeouts": timeouts})
+    print(json.dumps({"mem_available_mib_before": _meminfo("MemAvailable")}), flush=True)
     t0 = time.monotonic()
     last = [0.0]
 
@@ -659,10 +716,13 @@ def main(argv: list[str] | None = None) -> int:
         fl.start(timeout_s=args.timeout, progress=progress)
         pids = [p.pid for p in fl.slurmd.values()]
         report = {"nodes": args.nodes, "boot_s": round(fl.boot_s, 1),
-                  "slurmd_rss_mib": round(_rss_mib(pids), 1),
-                  "slurmctld_rss_mib": round(_rss_mib([fl.ctld.pid]), 1),
+                  "slurmd_pss_mib": round(_pss_mib(pids), 1),
+                  "slurmctld_pss_mib": round(_pss_mib([fl.ctld.pid]), 1),
+                  "mem_available_mib": _meminfo("MemAvailable"),
                   "states_at_boot": fl.node_states()}
         print(json.dumps(report), flush=True)
+        if args.sbatch:
+            print(json.dumps(bench_sbatch(fl, args.sbatch, args.workers, args.sleep, args.held)), flush=True)
         end = time.monotonic() + args.hold
         while time.monotonic() < end:
             time.sleep(min(30, max(0, end - time.monotonic())))
