@@ -59,6 +59,7 @@ class RealRay(Target):
         self._prefill_wanted: dict[int, tuple[int, int]] = {}
         self._prefill_next = -1
         self.node_index: dict[str, int] = {}
+        self.placed: dict[int, list[int]] = {}         # job id -> node index per bundle, first admission
         self.dead: set[int] = set()
         self.ready_t: deque[float] = deque(maxlen=100_000)
         self.sched_ms: list[float] = []
@@ -67,7 +68,7 @@ class RealRay(Target):
         self.errors: list[str] = []
         self.node_fail_log: list[dict[str, Any]] = []
         self.counters = {"submitted": 0, "groups_ready": 0, "finished": 0, "evicted": 0, "failed": 0,
-                         "rescheduled": 0, "prefill_groups": 0}
+                         "rescheduled": 0, "prefill_groups": 0, "prefill_misplaced": 0}
         self._worker_log = None
         self._lock = threading.Lock()
 
@@ -130,9 +131,11 @@ class RealRay(Target):
 
     # -- workload ----------------------------------------------------------------------------
     def _now_origin(self, now: float) -> None:
-        if self._origin is None:
-            self._origin = time.monotonic() - now
-            self._send({"op": "origin", "mono": self._origin})
+        """Run start on the shared monotonic clock; a jump of seconds means a new run began."""
+        origin = time.monotonic() - now
+        if self._origin is None or abs(origin - self._origin) > 5.0:
+            self._origin = origin
+            self._send({"op": "origin", "mono": origin})
 
     def strategy(self, job: Job) -> str:
         return self.cfg.get("multi_node_strategy", "STRICT_SPREAD") if job.members > 1 \
@@ -202,6 +205,7 @@ class RealRay(Target):
             else:
                 self.counters["groups_ready"] += 1
                 self.ready_t.append(t)
+                self.placed.setdefault(gid, list(self.running[gid]))
                 if m.get("sched_ms") is not None:
                     self.sched_ms.append(float(m["sched_ms"]))
                     self.attempts.append(int(m.get("attempts") or 0))
@@ -250,7 +254,10 @@ class RealRay(Target):
     def _handle_prefill(self, m: dict[str, Any]) -> None:
         gid = m["id"]
         if m.get("ev") == "ready" and gid in self._prefill_wanted:
-            self.prefill[gid] = self._prefill_wanted.pop(gid)
+            node, gpus = self._prefill_wanted.pop(gid)
+            self.prefill[gid] = (node, gpus)
+            if [self.node_index.get(n) for n in m.get("nodes", [])] != [node]:
+                self.counters["prefill_misplaced"] += 1
         elif m.get("ev") in ("finished", "failed", "lost"):
             self.prefill.pop(gid, None)
             self._prefill_wanted.pop(gid, None)
