@@ -1,0 +1,17 @@
+# Real Ray (docs/ray.md): raylets with declared fake GPUs on 127.0.0.1. Ray itself comes from the
+# venv (pyproject depends on ray[default]); nothing to build. ray-deps fails loudly if it is missing.
+RAY_NODES ?= 16
+
+.PHONY: ray-deps ray-test ray-bench
+ray-deps: $(STAMP)
+	@$(BIN)/python -c "import ray; print('ray-deps: ray', ray.__version__)" 2>/dev/null \
+	  || { echo "ray-deps: ray is not importable from $(BIN)/python: run 'make venv'" >&2; exit 1; }
+
+ray-test: ray-deps
+	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py
+
+# Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
+ray-bench: ray-deps
+	$(BIN)/python -m loadgen.targets.ray_bench --nodes $(RAY_NODES)
+
+TEST_DEPS += ray-deps
