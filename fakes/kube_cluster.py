@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -133,6 +134,7 @@ class KubeCluster:
             args += ["--config", str(extra)]
         self._stopped = False
         atexit.register(self.stop)
+        _exit_on_sigterm()
         t0 = time.monotonic()
         try:
             out = self.kwokctl(*args, timeout=self.spec.start_timeout_s, check=False)
@@ -244,6 +246,20 @@ class KubeCluster:
         self.extra[name] = proc
         return proc
 
+    def dead(self) -> list[str]:
+        """Components that were started and are no longer running."""
+        return [n for n, p in self.pids().items() if not _alive(p)]
+
+    def check_alive(self) -> None:
+        dead = self.dead()
+        if dead:
+            tails = []
+            for n in dead:
+                log = self.cluster_dir / "logs" / f"{n}.log"
+                if log.exists():
+                    tails.append(f"--- {n}: " + log.read_text(errors="replace")[-600:])
+            raise RuntimeError(f"cluster component(s) exited: {', '.join(dead)}\n" + "\n".join(tails))
+
     def pids(self) -> dict[str, int]:
         self._read_pids()
         return {**self._pids, **{n: p.pid for n, p in self.extra.items()}}
@@ -305,6 +321,16 @@ def node_body(fleet, i: int) -> dict:
         "spec": {"taints": []},
         "status": {"capacity": cap, "allocatable": cap},
     }
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (timeout, CI cancel) becomes SystemExit so finally blocks and atexit stop the
+    cluster; only when nobody else installed a handler and we are on the main thread."""
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    except ValueError:    # not the main thread
+        pass
 
 
 def get_text(api_client, path: str, timeout: float = 10) -> str:

@@ -187,9 +187,12 @@ class RealKube(Target):
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
                 raise TimeoutError(f"only {ready}/{self.fleet.nodes} KWOK nodes Ready after {timeout}s")
+            self.cluster.check_alive()
             time.sleep(1.0)
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._pool:
             self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,209 @@
+"""Real kube-scheduler, kube-apiserver, etcd and kwok on ~100 KWOK nodes (needs `make k8s-bins`).
+
+Drives RealKube directly (submit/advance on the wall clock), the way the wall-clock runner does.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fakes.fleet import Fleet
+from fakes.kube_cluster import BinariesMissing, leftover_processes, require_binaries
+from loadgen.events import Kind
+from loadgen.job import Job
+from loadgen.target import ChaosAction, TargetContext
+
+pytestmark = pytest.mark.real
+
+KUBE_DEFAULTS = {"percentage_of_nodes_to_score": None, "scoring": "least_allocated", "gpu_weight": 3,
+                 "api_qps": 50, "api_burst": 100, "coscheduling": False, "permit_timeout_s": 60}
+
+
+@pytest.fixture(scope="module")
+def bins():
+    try:
+        return require_binaries()
+    except BinariesMissing as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def make_target(run_dir, nodes=100, config=None, control_plane=None, seed=1):
+    from loadgen.targets.kube import RealKube
+    ctx = TargetContext(fleet=Fleet(nodes=nodes), config={**KUBE_DEFAULTS, **(config or {})},
+                        control_plane={"etcd_quota_bytes": 2 * 1024**3, "compaction_interval_s": 300,
+                                       "max_requests_inflight": 400, "max_mutating_requests_inflight": 200,
+                                       **(control_plane or {})},
+                        seed=seed, run_dir=run_dir)
+    return RealKube(ctx)
+
+
+@pytest.fixture(scope="module")
+def kube(bins, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("kube-real")
+    target = make_target(run_dir)
+    try:
+        target.start()
+        yield target
+    finally:
+        target.stop()
+        assert leftover_processes(under=run_dir) == [], "control-plane processes left behind"
+
+
+def drive(target, jobs, until_s, stop_when=None, tick=0.05):
+    """Open-loop wall-clock driver: submit each job at submit_s, advance continuously."""
+    start = time.monotonic()
+    pending = sorted(jobs, key=lambda j: j.submit_s)
+    events = []
+    while True:
+        now = time.monotonic() - start
+        while pending and pending[0].submit_s <= now:
+            events += target.submit(pending.pop(0), now)
+        events += target.advance(now)
+        if now > until_s or (not pending and stop_when and stop_when(events)):
+            return events, now
+        time.sleep(tick)
+
+
+def bimodal(n, seed=3, t0=0.0):
+    rng = np.random.default_rng(seed)
+    jobs = []
+    t = t0
+    for i in range(n):
+        t += float(rng.exponential(0.15))
+        if rng.random() < 0.8:   # small: 1 member of 1/2/4/8 GPUs, or 2-4 whole nodes
+            if rng.random() < 0.7:
+                members, gpm = 1, int(rng.choice([1, 2, 4, 8]))
+            else:
+                members, gpm = int(rng.integers(2, 5)), 8
+            dur = float(rng.uniform(1.0, 3.0))
+        else:                     # large gang: 8-16 whole nodes
+            members, gpm, dur = int(rng.integers(8, 17)), 8, float(rng.uniform(3.0, 6.0))
+        jobs.append(Job(id=i, tenant=f"t{i % 3}", queue="default", cls="small" if members < 8 else "large",
+                        members=members, gpus_per_member=gpm, duration_s=dur, submit_s=t,
+                        min_available=members, cpus_per_member=4))
+    return jobs
+
+
+def by_kind(events, kind):
+    return [e for e in events if e.kind == kind]
+
+
+def test_bimodal_trace_is_admitted_bound_and_finished(kube):
+    jobs = bimodal(40)
+    done = lambda ev: len({e.job_id for e in ev if e.kind in (Kind.FINISHED, Kind.REJECTED, Kind.FAILED)}) >= len(jobs)
+    events, took = drive(kube, jobs, until_s=120, stop_when=done)
+    admitted = {e.job_id: e.t for e in by_kind(events, Kind.ADMITTED)}
+    assert set(admitted) == {j.id for j in jobs}, f"not admitted: {sorted({j.id for j in jobs} - set(admitted))}"
+    assert {e.job_id for e in by_kind(events, Kind.FINISHED)} == set(admitted)
+    for j in jobs:   # admission measured from the intended submit, after it, BOUND counts cumulative
+        assert admitted[j.id] >= j.submit_s
+        bound = [e.members for e in by_kind(events, Kind.BOUND) if e.job_id == j.id]
+        assert bound == list(range(1, j.members + 1))
+    cp = kube.control_plane()
+    assert cp["backend"] == "real"
+    assert cp["scheduler"]["sli_count"] >= sum(j.members for j in jobs)
+    assert cp["apiserver"]["requests_total"] > 0 and "requests_429" in cp["apiserver"]
+    assert cp["etcd"]["db_size_bytes"] > 0
+    assert cp["client_pod_bind_count"] >= sum(j.members for j in jobs)
+    lat = np.array([admitted[j.id] - j.submit_s for j in jobs])
+    print(f"\nbimodal: {len(jobs)} jobs in {took:.1f}s, admission p50={np.median(lat):.3f}s "
+          f"max={lat.max():.3f}s; bind check {cp.get('bind_latency_check')}")
+    # Everything released: no allocation left once every job finished and pods are gone.
+    time.sleep(2)
+    kube.advance(took + 2)
+    assert kube.snapshot(took + 2).running_jobs == 0
+
+
+def test_partial_gangs_under_fragmentation(kube):
+    # One GPU pinned on 90 of 100 nodes: only 10 nodes can take a whole-node member.
+    start = time.monotonic()
+    kube.chaos(ChaosAction(0, "prefill", {"placements": [[n, 1] for n in range(90)], "duration_s": 20}), 0.0)
+    time.sleep(3)
+    kube.advance(time.monotonic() - start)
+    gangs = [Job(id=1000 + k, tenant="t0", queue="default", cls="large", members=8, gpus_per_member=8,
+                 duration_s=5.0, submit_s=3.5 + 0.01 * k, min_available=8, cpus_per_member=4) for k in range(2)]
+    events = []
+    snap = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = time.monotonic() - start
+        for j in [g for g in gangs if g.submit_s <= now and g.id not in {e.job_id for e in events}]:
+            events += kube.submit(j, now)
+        events += kube.advance(now)
+        snap = kube.snapshot(now)
+        if snap.partial_gangs >= 1 and sum(len(by_kind(events, Kind.BOUND)) for _ in [0]) >= 10:
+            break
+        time.sleep(0.1)
+    assert snap.partial_gangs >= 1, snap
+    assert snap.gpus_partial > 0 and snap.pending_jobs >= 1
+    assert snap.gpus_allocated >= 90 + 8 * 10 - 8 * 8 or snap.gpus_allocated >= 90 + 8 * 2
+    # 16 whole-node members, 10 fitting nodes: at least one gang is stuck part-way (no coscheduling)
+    bound = {}
+    for e in by_kind(events, Kind.BOUND):
+        bound[e.job_id] = e.members
+    assert any(0 < m < 8 for m in bound.values()) or len(by_kind(events, Kind.ADMITTED)) <= 1
+    print(f"\nfragmentation: {snap}")
+    # Prefill expires (20 s): the stuck gang completes admission once nodes free up.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len({e.job_id for e in by_kind(events, Kind.ADMITTED)}) < 2:
+        events += kube.advance(time.monotonic() - start)
+        time.sleep(0.2)
+    assert len({e.job_id for e in by_kind(events, Kind.ADMITTED)}) == 2
+
+
+def test_etcd_quota_nospace_then_recovery(bins, tmp_path):
+    quota = 48 * 1024**2
+    target = make_target(tmp_path, nodes=20, control_plane={
+        "etcd_quota_bytes": quota, "client_retry_s": 0.5, "submit_timeout_s": 4.0})
+    try:
+        target.start()
+        start = time.monotonic()
+        now = lambda: time.monotonic() - start
+        target.chaos(ChaosAction(0, "etcd_fill", {"bytes": 4 * quota, "object_bytes": 900 * 1024}), now())
+        fill = target.figures["etcd_fill"]
+        assert fill["stopped_by"] == "etcd-nospace", fill
+        alarms = target.cluster.etcdctl("alarm", "list").stdout
+        assert "NOSPACE" in alarms
+        job = Job(id=1, tenant="t0", queue="default", cls="small", members=2, gpus_per_member=8,
+                  duration_s=1.0, submit_s=now(), min_available=2, cpus_per_member=4)
+        events = target.submit(job, now())
+        events += _wait(target, start, lambda ev: by_kind(ev, Kind.FAILED), 30)
+        failed = by_kind(events, Kind.FAILED)   # creates refused, retried, given up after 4 s
+        assert failed and failed[0].reason == "etcd-nospace", events
+        assert not by_kind(events, Kind.SUBMITTED)
+        assert target.figures.get("create_refused_etcd-nospace", 0) >= 2
+
+        target.chaos(ChaosAction(0, "etcd_recover", {}), now())
+        rec = target.figures["etcd_recover"]
+        assert "NOSPACE" not in rec["alarms_after"], rec
+        print(f"\netcd quota {quota} B: filled {fill}; recovered {rec}")
+        job2 = Job(id=2, tenant="t0", queue="default", cls="small", members=2, gpus_per_member=8,
+                   duration_s=1.0, submit_s=now(), min_available=2, cpus_per_member=4)
+        events = target.submit(job2, now())
+        events += _wait(target, start, lambda ev: by_kind(ev, Kind.FINISHED), 60)
+        assert by_kind(events, Kind.ADMITTED) and by_kind(events, Kind.FINISHED)
+    finally:
+        target.stop()
+        assert leftover_processes(under=tmp_path) == [], "control-plane processes left behind"
+
+
+def _wait(target, start, cond, timeout):
+    events = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events += target.advance(time.monotonic() - start)
+        if cond(events):
+            break
+        time.sleep(0.1)
+    return events
+
+
+def test_stop_leaves_no_control_plane_process(kube, tmp_path_factory):
+    # Last in this module: stop the shared cluster now (idempotent with the fixture's stop) and
+    # check nothing this session started survives (scoped to this session's temp dirs, so a
+    # cluster another run keeps on the same machine does not count).
+    kube.stop()
+    left = leftover_processes(under=tmp_path_factory.getbasetemp())
+    assert left == [], f"left behind: {left}"
