@@ -75,6 +75,7 @@ class Session:
     # --- test start ---------------------------------------------------------------------------
     def test_start(self, environment) -> None:
         self.error, self.flushed, self.finals = None, False, set()
+        self.summary_at = time.monotonic() + 5.0
         runner = environment.runner
         opts = environment.parsed_options
         if isinstance(runner, WorkerRunner):
@@ -123,10 +124,16 @@ class Session:
 
     def _local_pump(self, process: Process) -> None:
         self.collector.ingest(process.take())
+        self._partial_summary()
+
+    def _partial_summary(self) -> None:
+        """summary.json as the run goes ("complete": false), at most ~2% of the time (it blocks the loop)."""
         now = time.monotonic()
-        if now - self.summary_at > 15:
-            self.summary_at = now
-            self.collector.summary(complete=False)
+        if now < self.summary_at:
+            return
+        self.collector.summary(complete=False)
+        took = time.monotonic() - now
+        self.summary_at = time.monotonic() + max(30.0, 50 * took)
 
     # --- users --------------------------------------------------------------------------------
     def claim(self) -> str | None:
@@ -187,10 +194,8 @@ class Session:
         batch = data.get("gangstorm")
         if batch and self.collector is not None and client_id in self.shards:
             self.collector.ingest(batch, self.shards[client_id])
-            now = time.monotonic()
-            if now - self.summary_at > 15 and not self.flushed:
-                self.summary_at = now
-                self.collector.summary(complete=False)
+            if not self.flushed:
+                self._partial_summary()
 
     # --- web ----------------------------------------------------------------------------------
     def rows(self) -> list[dict]:

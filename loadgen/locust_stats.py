@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 
-import locust.stats as stats
-
 REPORT = [0.50, 0.90, 0.95, 0.99, 0.999, 0.9999, 1.0]
 STATISTICS = [0.50, 0.99, 0.999]     # columns in the web UI statistics table
 CHART = [0.50, 0.99, 0.999]          # lines in the web UI response-time chart
@@ -53,6 +51,8 @@ def ms(seconds: float) -> float:
 
 
 def install() -> None:
+    import locust.stats as stats   # imported here: the helpers above stay usable without Locust
+
     stats.bucket_response_time = exact_bucket
     stats.calculate_response_time_percentile = nearest_rank
     stats.StatsCSV._percentile_fields = _percentile_fields
