@@ -15,8 +15,7 @@ from pathlib import Path
 
 CASES = [
     ("10k nodes, 6 h, 4 schedulers", ["scenarios/baseline-3x.yaml"]),
-    ("100k nodes, 1 h, 4 schedulers", ["scenarios/baseline-3x.yaml", "--nodes", "100000", "--duration-h", "1",
-                                       "--seed", "42"]),
+    ("100k nodes, 1 h, 4 schedulers", ["scenarios/scale-100k.yaml"]),
 ]
 
 

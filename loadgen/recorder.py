@@ -46,9 +46,10 @@ class Recorder:
         self.partial_ever = np.zeros(n, dtype=bool)
 
     def set_window(self, start: float, end: float) -> None:
-        self.window = (start, end)
+        self.window = (float(start), float(end))
 
     def _integrate(self, t: float) -> None:
+        t = float(t)
         if t <= self.t:
             return
         dt = t - self.t
@@ -60,11 +61,12 @@ class Recorder:
         self.t = t
 
     def _set_bound(self, i: int, bound: int, admitted: bool) -> None:
-        old_held = self.bound[i] * self.gpm[i]
+        gpm = int(self.gpm[i])
+        old_held = int(self.bound[i]) * gpm
         old_partial = old_held if not self.admitted_now[i] else 0
         self.bound[i] = bound
         self.admitted_now[i] = admitted
-        new_held = bound * self.gpm[i]
+        new_held = int(bound) * gpm
         new_partial = new_held if not admitted else 0
         if new_partial > 0:
             self.partial_ever[i] = True

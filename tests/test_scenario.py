@@ -59,7 +59,7 @@ def test_overrides_are_revalidated():
         sc.with_overrides(**{"fleet.nodes": -3})
 
 
-@pytest.mark.parametrize("name", ["baseline-3x", "fragmentation", "evictions", "etcd-quota", "api-qps"])
+@pytest.mark.parametrize("name", ["baseline-3x", "fragmentation", "evictions", "etcd-quota", "api-qps", "scale-100k"])
 def test_shipped_scenarios_validate(name):
     load(ROOT / "scenarios" / f"{name}.yaml")
 

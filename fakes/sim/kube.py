@@ -137,33 +137,50 @@ class SimKube(KubeFamily):
         self._kick(clock)
 
     def _candidates(self, g: int, c: int) -> tuple[np.ndarray, int]:
-        """First to_find feasible nodes from the rotating start index, and nodes examined."""
+        """First to_find feasible nodes from the rotating start index, and nodes examined.
+
+        Walks the nodes in chunks from the start index, as the scheduler does, so a fleet with
+        plenty of room costs O(to_find) rather than O(nodes).
+        """
         n = self.fleet.nodes
-        feasible = np.flatnonzero(self.state.feasible(g, c))
-        if len(feasible) == 0:
-            return feasible, n
-        pos = int(np.searchsorted(feasible, self.start_index))
-        order = np.concatenate([feasible[pos:], feasible[:pos]])[: self.to_find]
-        if len(order) < self.to_find:
-            examined = n
-        else:
-            examined = (int(order[-1]) - self.start_index) % n + 1
+        s = self.state
+        chunk = max(2 * self.to_find, 1024)
+        found: list[np.ndarray] = []
+        have = 0
+        pos = self.start_index
+        walked = 0
+        while walked < n and have < self.to_find:
+            size = min(chunk, n - walked)
+            lo = pos
+            hi = min(lo + size, n)
+            idx = lo + np.flatnonzero((s.free_gpus[lo:hi] >= g) & (s.free_cpus[lo:hi] >= c) & s.up[lo:hi])
+            found.append(idx)
+            have += len(idx)
+            walked += hi - lo
+            pos = hi % n
+        order = np.concatenate(found)[: self.to_find] if found else np.zeros(0, dtype=np.int64)
+        if len(order) == 0:
+            return order, n
+        examined = n if len(order) < self.to_find else (int(order[-1]) - self.start_index) % n + 1
         self.start_index = (self.start_index + examined) % n
         return order, examined
 
     def _score(self, nodes: np.ndarray, g: int, c: int) -> int:
         s = self.state
         gw, cw = self.cfg["gpu_weight"], 1
-        gpu_used = (s.gpn - (s.free_gpus[nodes] - g)) / s.gpn
-        cpu_used = (s.cpn - (s.free_cpus[nodes] - c)) / s.cpn
         mode = self.cfg["scoring"]
-        if mode == "least_allocated":
-            score = (gw * (1 - gpu_used) + cw * (1 - cpu_used)) / max(gw + cw, 1)
-        elif mode == "most_allocated":
-            score = (gw * gpu_used + cw * cpu_used) / max(gw + cw, 1)
+        if mode == "balanced_allocation":
+            gpu_used = (s.gpn - (s.free_gpus[nodes] - g)) / s.gpn
+            cpu_used = (s.cpn - (s.free_cpus[nodes] - c)) / s.cpn
+            score = -np.abs(gpu_used - cpu_used)
         else:
-            score = 1 - np.abs(gpu_used - cpu_used) / 2
-        best = np.flatnonzero(score >= score.max() - 1e-12)
+            # LeastAllocated = weighted mean of free fractions after placing the pod; that is an
+            # increasing linear function of gw*cpn*free_gpus + cw*gpn*free_cpus, so compare that
+            # in integers. MostAllocated is its mirror image.
+            score = (gw * s.cpn) * s.free_gpus[nodes].astype(np.int64) + (cw * s.gpn) * s.free_cpus[nodes]
+            if mode == "most_allocated":
+                score = -score
+        best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
 
     def _attempt(self, js: JobState, clock: float) -> float:

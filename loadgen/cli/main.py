@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from loadgen.cli.common import UsageError
@@ -31,8 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _sigterm(signum, frame):
+    # Same path as Ctrl-C: every `finally` runs, so real backends stop their process groups.
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
     try:
         return int(args.func(args) or 0)
     except (ScenarioError, TraceError, UsageError) as e:
