@@ -40,26 +40,22 @@ def load_with_overrides(path: str, nodes: int | None = None, seed: int | None = 
     return sc
 
 
-def positive_int(text: str) -> int:
-    import argparse
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
+def _positive(kind, noun: str):
+    def parse(text: str):
+        import argparse
+        try:
+            v = kind(text)
+        except ValueError:
+            v = None
+        if v is None or not v > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
+        return v
+    parse.__name__ = f"positive_{kind.__name__}"
+    return parse
 
 
-def positive_float(text: str) -> float:
-    import argparse
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
+positive_int = _positive(int, "integer")
+positive_float = _positive(float, "number")
 
 
 class ProgressBar:
