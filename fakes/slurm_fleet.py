@@ -400,7 +400,10 @@ class SlurmFleet:
                     "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
 
     # ---- processes -----------------------------------------------------------------------
-    def _spawn(self, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    def _spawn(self, argv: list[str], env: dict[str, str], log: Path | None) -> subprocess.Popen:
+        if log is None:
+            return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         with open(log, "ab") as out:
             return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True, close_fds=True)
@@ -449,7 +452,9 @@ class SlurmFleet:
         self.slurmd[name] = self._spawn(
             [str(bin_ / "slurmd"), "-D", "-N", name, "-f", str(self.run_dir / "etc" / "nodes" / f"{name}.conf"),
              "-d", str(bin_ / "slurmstepd")],
-            self._daemon_env(name), self.run_dir / "log" / "slurmd.stderr")
+            # Not a shared stderr file: thousands of `-D` slurmds appending to one file serialise on
+            # its inode lock (seen as 8,000 slurmd in D state). Each has SlurmdLogFile=log/slurmd-%n.log.
+            self._daemon_env(name), None)
 
     def kill_slurmd(self, name: str) -> None:
         """SIGKILL one node's slurmd and everything it left running (steps, job scripts)."""
@@ -693,6 +698,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="Key=Value",
                     help="override a timer (SlurmdTimeout, MessageTimeout, ...)")
     args = ap.parse_args(argv)
+
+    def _sigterm(signum, frame):
+        raise KeyboardInterrupt          # run the finally below: the fleet is stopped
+
+    signal.signal(signal.SIGTERM, _sigterm)
     timeouts = {}
     for kv in args.set:
         if "=" not in kv:
