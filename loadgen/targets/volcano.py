@@ -126,6 +126,8 @@ class PodWatch(threading.Thread):
                     self.ns, watch=True, resource_version=rv, allow_watch_bookmarks=True,
                     timeout_seconds=600, _preload_content=False)
                 for line in self.resp:
+                    if self.stopping.is_set():
+                        return
                     if not line.strip():
                         continue
                     ev = json.loads(line)
@@ -153,12 +155,9 @@ class PodWatch(threading.Thread):
                 rv = None
 
     def stop(self) -> None:
+        # Closing the response from this thread can block on the reader; the daemon thread ends
+        # when the apiserver goes away (or at the next timeout) and ignores what it reads meanwhile.
         self.stopping.set()
-        try:
-            if self.resp is not None:
-                self.resp.close()
-        except Exception:
-            pass
 
 
 class RealVolcano(Target):
