@@ -61,16 +61,16 @@ def run(scenario: Scenario, opts: RunOptions) -> dict:
     jobs, wl_info = workload_for(scenario, opts.trace)
     fleet = scenario.fleet()
     horizon = scenario.data["duration_h"] * 3600.0
+    if jobs and (opts.trace or scenario.section("workload")["trace"]):
+        horizon = max(j.submit_s for j in jobs) or horizon      # a replay lasts as long as its trace
     end_s = horizon + scenario.data["drain_h"] * 3600.0
-    if jobs and opts.trace:
-        end_s = max(end_s, max(j.submit_s for j in jobs) + scenario.data["drain_h"] * 3600.0)
     plan = chaos_mod.plan(scenario.data["chaos"], fleet.nodes, fleet.gpus_per_node, horizon, scenario.seed)
     run_id = new_run_id(scenario.name)
     out = Path(opts.out_dir) if opts.out_dir else Path(opts.results_root) / run_id
     store = RunStore(out)
     summary = {
         "run_id": run_id, "scenario": scenario.name, "scenario_path": scenario.path, "seed": scenario.seed,
-        "complete": False, "wall_s": 0.0, "duration_h": scenario.data["duration_h"],
+        "complete": False, "wall_s": 0.0, "duration_h": round(horizon / 3600.0, 4),
         "fleet": {"nodes": fleet.nodes, "gpus_per_node": fleet.gpus_per_node, "leaf_size": fleet.leaf_size,
                   "leaves": fleet.leaves, "spines": fleet.spines, "total_gpus": fleet.total_gpus,
                   "gpu_models": dict(fleet.gpu_models)},
