@@ -103,6 +103,7 @@ class KubeCluster:
         self.extra: dict[str, subprocess.Popen] = {}
         self.started_s: float | None = None   # seconds kwokctl create took
         self._pids: dict[str, int] = {}
+        self.restarts: list[dict] = []
         self._stopped = True
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -145,6 +146,8 @@ class KubeCluster:
                                    f"see {self.workdir / 'kwokctl-create.log'}:\n{out.stderr[-2000:]}")
             self.kubeconfig = self.cluster_dir / "kubeconfig.yaml"
             self._wait_ready(t0)
+            time.sleep(1.0)
+            self.revive()
         except BaseException:
             self.stop()
             raise
@@ -249,6 +252,20 @@ class KubeCluster:
     def dead(self) -> list[str]:
         """Components that were started and are no longer running."""
         return [n for n, p in self.pids().items() if not _alive(p)]
+
+    def revive(self, attempts: int = 3) -> None:
+        """Restart components that exited (kwokctl start only forks the dead ones). On a loaded
+        machine kwok or the controller-manager can give up waiting for the apiserver at start-up;
+        each restart is recorded in self.restarts so a report can show it."""
+        for _ in range(attempts):
+            dead = self.dead()
+            if not dead:
+                return
+            self.restarts.append({"components": dead, "at_s": round(time.monotonic(), 1)})
+            self.kwokctl("start", "cluster", timeout=120, check=False)
+            self._read_pids()
+            time.sleep(2.0)
+        self.check_alive()
 
     def check_alive(self) -> None:
         dead = self.dead()

@@ -123,8 +123,8 @@ class RealKube(Target):
         self.gangs: dict[int, Gang] = {}
         self.pod_gpus: dict[str, tuple[int, int]] = {}      # pod -> (job_id | -1 prefill, gpus)
         self.pod_node: dict[str, str] = {}                  # bound, not yet terminal
-        self.pod_created: dict[str, float] = {}             # client-side create completion time
-        self.pod_latency: list[float] = []                  # create -> bound, seconds
+        self.pod_sent: dict[str, float] = {}                # client sent the create (pool thread)
+        self.pod_latency: list[float] = []                  # create sent -> bound seen, seconds
         self.ours_deleted: set[str] = set()                 # deletions we asked for
         self.node_index = {self.fleet.node_name(i): i for i in range(self.fleet.nodes)}
         self.used = np.zeros(self.fleet.nodes, dtype=np.int32)
@@ -136,7 +136,8 @@ class RealKube(Target):
         self._stop = threading.Event()
         self._watch: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._last_scrape = -1e9
+        self._chaos_pool: ThreadPoolExecutor | None = None
+        self._scraper: threading.Thread | None = None
         self._cp_cache: dict[str, Any] = {}
 
     # -- clock ----------------------------------------------------------------------------------
@@ -170,8 +171,11 @@ class RealKube(Target):
             self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
             self.figures["nodes"] = self.fleet.nodes
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="kube-client")
+            self._chaos_pool = ThreadPoolExecutor(1, thread_name_prefix="kube-chaos")
             self._watch = threading.Thread(target=self._watch_pods, name="kube-watch", daemon=True)
             self._watch.start()
+            self._scraper = threading.Thread(target=self._scrape_loop, name="kube-scrape", daemon=True)
+            self._scraper.start()
         except BaseException:
             self.stop()
             raise
@@ -187,18 +191,19 @@ class RealKube(Target):
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
                 raise TimeoutError(f"only {ready}/{self.fleet.nodes} KWOK nodes Ready after {timeout}s")
-            self.cluster.check_alive()
+            self.cluster.revive()
             time.sleep(1.0)
 
     def stop(self) -> None:
         if self._stop.is_set():
             return
         self._stop.set()
-        if self._pool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._pool, self._chaos_pool):
+            if pool:
+                pool.shutdown(wait=False, cancel_futures=True)
         if self.cluster:
             try:
-                self.figures.update(self._scrape(force=True))
+                self.figures.update(self._scrape())
             except Exception:
                 pass
             self.cluster.stop()
@@ -235,6 +240,7 @@ class RealKube(Target):
 
     def _create_one(self, job_id: int, name: str, body: dict) -> None:
         """One create; the outcome goes to the queue (retries are scheduled by advance())."""
+        self.pod_sent.setdefault(name, self._clock())   # plain dict store: atomic under the GIL
         try:
             self.api.create_namespaced_pod(NS, body, _preload_content=False, _request_timeout=60)
             self.q.put((self._clock(), "created", (job_id, name, body)))
@@ -335,7 +341,6 @@ class RealKube(Target):
         return events
 
     def _on_created(self, t: float, job_id: int, name: str, body: dict) -> list[Event]:
-        self.pod_created.setdefault(name, t)
         gang = self.gangs.get(job_id)
         if gang is None or gang.done or name not in gang.pods:
             return []
@@ -386,8 +391,8 @@ class RealKube(Target):
             self.pod_node[name] = node
             if node in self.node_index:
                 self.used[self.node_index[node]] += self.pod_gpus[name][1]
-            if name in self.pod_created:
-                self.pod_latency.append(t - self.pod_created[name])
+            if name in self.pod_sent:
+                self.pod_latency.append(t - self.pod_sent[name])
         if terminal:
             self._release(name)
         gang = self.gangs.get(job_id) if job_id is not None else None
@@ -411,7 +416,7 @@ class RealKube(Target):
                 events += self._lost(gang, t, name, reason)
         if etype == "DELETED":
             self.pod_gpus.pop(name, None)
-            self.pod_created.pop(name, None)
+            self.pod_sent.pop(name, None)
             self.ours_deleted.discard(name)
         return events
 
@@ -453,15 +458,20 @@ class RealKube(Target):
                              for g in partial),
             gpus_stranded=stranded_gpus(np.clip(free, 0, None), smallest),
             pending_jobs=len(pending), partial_gangs=len(partial), running_jobs=len(running),
-            control_plane=self._scrape(),
+            control_plane=self._cp_cache,
         )
 
-    def _scrape(self, force: bool = False) -> dict[str, Any]:
-        """Scheduler, apiserver and etcd /metrics, at most every scrape_interval_s."""
-        mono = time.monotonic()
-        if not force and mono - self._last_scrape < float(self.cfg.get("scrape_interval_s", 10)):
-            return self._cp_cache
-        self._last_scrape = mono
+    def _scrape_loop(self) -> None:
+        """Keeps the latest control-plane figures for snapshots, off the caller's thread."""
+        every = float(self.cfg.get("scrape_interval_s", 10))
+        while not self._stop.wait(every):
+            try:
+                self._cp_cache = self._scrape()
+            except Exception:
+                pass
+
+    def _scrape(self) -> dict[str, Any]:
+        """Scheduler, apiserver and etcd /metrics, condensed."""
         out: dict[str, Any] = {}
         try:
             out["apiserver"] = kube_metrics.apiserver_figures(get_text(self.api.api_client, "/metrics"))
@@ -469,7 +479,6 @@ class RealKube(Target):
             out["apiserver_error"] = reason_of(e)
         out["scheduler"] = self._plain_metrics(self.cluster.scheduler_metrics_url, kube_metrics.scheduler_figures)
         out["etcd"] = self._plain_metrics(self.cluster.etcd_url + "/metrics", kube_metrics.etcd_figures)
-        self._cp_cache = out
         return out
 
     @staticmethod
@@ -484,8 +493,10 @@ class RealKube(Target):
 
     def control_plane(self) -> dict[str, Any]:
         out = dict(self.figures)
+        if self.cluster and self.cluster.restarts:
+            out["component_restarts"] = self.cluster.restarts
         if self.cluster and not self._stop.is_set():
-            out.update(self._scrape(force=True))
+            out.update(self._scrape())
         lat = np.array(self.pod_latency)
         if lat.size:
             out["client_pod_bind_p50_s"] = float(np.quantile(lat, 0.5))
@@ -493,7 +504,7 @@ class RealKube(Target):
             out["client_pod_bind_count"] = int(lat.size)
         sched = out.get("scheduler", {})
         if lat.size and sched.get("sli_p99_s") is not None:
-            # Client sees create-return -> watch event; the scheduler sees queue-add -> bind.
+            # Client: create sent -> bind seen on the watch; scheduler: queue add -> bind.
             out["bind_latency_check"] = {
                 "client_p50_s": out["client_pod_bind_p50_s"], "scheduler_sli_p50_s": sched["sli_p50_s"],
                 "client_p99_s": out["client_pod_bind_p99_s"], "scheduler_sli_p99_s": sched["sli_p99_s"]}
@@ -510,10 +521,14 @@ class RealKube(Target):
             return self._node_fail([int(n) for n in p.get("nodes", [])], fail=True)
         if kind == "node_recover":
             return self._node_fail([int(n) for n in p.get("nodes", [])], fail=False)
+        # etcd steps take seconds to minutes: they run in order on one chaos thread so the
+        # runner keeps submitting (and observing the refusals) meanwhile.
         if kind == "etcd_fill":
-            return self._etcd_fill(int(p.get("bytes", 0)), int(p.get("object_bytes", 900 * 1024)))
+            self._chaos_pool.submit(self._etcd_fill, int(p.get("bytes", 0)), int(p.get("object_bytes", 900 * 1024)))
+            return []
         if kind == "etcd_recover":
-            return self._etcd_recover()
+            self._chaos_pool.submit(self._etcd_recover)
+            return []
         if kind == "prefill":
             return self._prefill(p.get("placements", []), float(p.get("duration_s", 0)), now)
         raise ChaosUnsupported(f"kube/real does not support chaos kind {kind!r}")
@@ -569,7 +584,8 @@ class RealKube(Target):
                     stop_reason = reason_of(e)
                     break
             i += 1
-        self.figures["etcd_fill"] = {"bytes_written": written, "objects": i, "stopped_by": stop_reason,
+        self.figures["etcd_fill"] = {"t_done": round(self._clock(), 2) if hasattr(self, "_t0") else None,
+                                     "bytes_written": written, "objects": i, "stopped_by": stop_reason,
                                      "seconds": round(time.monotonic() - t0, 2)}
         return []
 
