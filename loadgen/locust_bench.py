@@ -58,6 +58,8 @@ def trial(rate: float, seconds: float, processes: int, work: Path, port: int) ->
         proc = subprocess.Popen(cmd, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=seconds + 90)
+        except subprocess.TimeoutExpired:
+            pass            # no summary.json then: reported as a failed trial
         finally:
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 try:
@@ -67,7 +69,11 @@ def trial(rate: float, seconds: float, processes: int, work: Path, port: int) ->
             proc.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    s = json.loads((d / "out" / "summary.json").read_text())["schedulers"]["kube"]
+    summary = d / "out" / "summary.json"
+    if not summary.exists():
+        return {"processes": processes, "rate_per_s": rate, "jobs": n, "sent": 0, "lateness_p999_ms": None,
+                "error": f"no summary.json (see {d / 'locust.log'})", "cpu_s": round(cpu, 2)}
+    s = json.loads(summary.read_text())["schedulers"]["kube"]
     late = s["generator_lateness_wall_s"]
     return {"processes": processes, "rate_per_s": rate, "jobs": n, "sent": late["count"],
             "lateness_p50_ms": round(late["p50"] * 1000, 3), "lateness_p99_ms": round(late["p99"] * 1000, 3),
@@ -95,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = trial(rate, args.seconds, procs, Path(tmp), args.port)
                 # CPU each extra job costs the driver, whatever else runs on the machine
                 r["marginal_cpu_ms_per_job"] = round((r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
-                r["pass"] = r["sent"] == r["jobs"] and r["lateness_p999_ms"] < args.limit_ms
+                r["pass"] = (r["sent"] == r["jobs"] and r["lateness_p999_ms"] is not None
+                             and r["lateness_p999_ms"] < args.limit_ms)
                 print(json.dumps(r), flush=True)
                 if not r["pass"]:
                     break

@@ -68,6 +68,11 @@ class Process:
         self.tick = 0.05 if real else 0.02
         self.driver = gevent.spawn(self._drive)
 
+    @property
+    def scenario_over(self) -> bool:
+        """Arrivals and drain are behind us (wall clock from this process's schedule start)."""
+        return time.monotonic() - self.loop_t0 >= self.plan.wall_duration_s
+
     # --- tenants ------------------------------------------------------------------------------
     def claim(self) -> str | None:
         return self.unclaimed.pop(0) if self.unclaimed else None

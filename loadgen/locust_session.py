@@ -35,8 +35,9 @@ class Session:
         self.process: Process | None = None
         self.collector: Collector | None = None
         self.shards: dict[str, int] = {}
-        self.finals: set[str] = set()
+        self.over: set[str] = set()
         self.flushed = False
+        self.ended = False
         self.error: str | None = None
         self.summary_at = 0.0
 
@@ -74,7 +75,7 @@ class Session:
 
     # --- test start ---------------------------------------------------------------------------
     def test_start(self, environment) -> None:
-        self.error, self.flushed, self.finals = None, False, set()
+        self.error, self.flushed, self.ended, self.over = None, False, False, set()
         self.summary_at = time.monotonic() + 5.0
         runner = environment.runner
         opts = environment.parsed_options
@@ -85,12 +86,13 @@ class Session:
             shards = dict(getattr(opts, "gangstorm_shards", None) or {})
             index = shards.get(runner.client_id, runner.worker_index if runner.worker_index >= 0 else 0)
             run_dir = getattr(opts, "gangstorm_run_dir", None)
-            self.process = Process(st, self._fire, index, max(len(shards), 1), Path(run_dir) if run_dir else None)
+            self.process = Process(st, self._fire, index, max(len(shards), 1), Path(run_dir) if run_dir else None,
+                                   plan=_build(st))
             return
         st = self._settings()
         if st is None:
             return
-        plan = build(st)
+        plan = _build(st)
         run_id = new_run_id(st.scenario.name)
         out = Path(st.results_dir) if st.results_dir else Path("results") / run_id
         info = {"users": getattr(opts, "num_users", None), "run_time_s": getattr(opts, "run_time", None)}
@@ -106,25 +108,30 @@ class Session:
             info["workers"] = 0
             self.collector = Collector(plan, run_id, out, info)
             self.process = Process(st, self._fire, 0, 1, out, plan=plan, on_pump=self._local_pump)
-        if not getattr(opts, "run_time", None):
-            gevent.spawn_later(plan.wall_duration_s, self._scenario_over)
+        if isinstance(runner, MasterRunner) and not getattr(opts, "run_time", None):
+            # normally every worker says when its schedule is over; this is the fallback
+            gevent.spawn_later(plan.wall_duration_s + 120, self._scenario_over)
         log.info("gangstorm: %s, %d jobs over %.0f s wall (x%g), schedulers %s (%s), results in %s",
                  st.scenario.name, len(plan.jobs), plan.wall_duration_s, st.time_scale,
                  ",".join(st.schedulers), st.backend, out)
 
     def _scenario_over(self) -> None:
-        """No --run-time: stop when the scenario (arrivals + drain) is over."""
+        """No --run-time: stop when the scenario (arrivals + drain) is over; headless runs end."""
+        if self.ended or getattr(self.env.parsed_options, "run_time", None):
+            return
+        self.ended = True
         runner = self.env.runner
-        if runner.state in ("running", "spawning"):
-            log.info("gangstorm: scenario over")
-            if self.env.parsed_options.headless:
-                runner.quit()
-            else:
-                runner.stop()
+        log.info("gangstorm: scenario over")
+        if self.env.parsed_options.headless:
+            runner.quit()
+        elif runner.state in ("running", "spawning"):
+            runner.stop()
 
     def _local_pump(self, process: Process) -> None:
         self.collector.ingest(process.take())
         self._partial_summary()
+        if process.scenario_over and not self.ended:
+            gevent.spawn(self._scenario_over)
 
     def _partial_summary(self) -> None:
         """summary.json as the run goes ("complete": false), at most ~2% of the time (it blocks the loop)."""
@@ -189,6 +196,7 @@ class Session:
     def _report(self, client_id, data) -> None:
         if self.process:
             data["gangstorm"] = self.process.take()
+            data["gangstorm_over"] = self.process.scenario_over
 
     def _worker_report(self, client_id, data) -> None:
         batch = data.get("gangstorm")
@@ -196,6 +204,10 @@ class Session:
             self.collector.ingest(batch, self.shards[client_id])
             if not self.flushed:
                 self._partial_summary()
+        if data.get("gangstorm_over") and client_id in self.shards:
+            self.over.add(client_id)
+            if self.over >= set(self.shards) and not self.ended:
+                gevent.spawn(self._scenario_over)
 
     # --- web ----------------------------------------------------------------------------------
     def rows(self) -> list[dict]:
@@ -203,6 +215,12 @@ class Session:
 
     def summary_path(self) -> Path | None:
         return self.collector.out / "summary.json" if self.collector else None
+
+
+def _build(st: Settings):
+    """The workload plan, built on gevent's thread pool: generating tens of thousands of jobs takes
+    long enough that, run on the loop, it would stall Locust's heartbeats."""
+    return gevent.get_hub().threadpool.apply(build, (st,))
 
 
 SESSION = Session()
