@@ -385,19 +385,24 @@ class SlurmFleet:
         if f.spines > 1:
             topo.append(f"SwitchName=root Switches={compress('spine-', list(range(f.spines)), 3)}")
         (r / "etc" / "topology.conf").write_text("\n".join(topo) + "\n")
-        # Per-slurmd configuration: the common header plus its own node line. gres.conf and
-        # topology.conf are read from the same directory as the slurm.conf given with -f.
-        nodes_dir = r / "etc" / "nodes"
-        for extra in ("gres.conf", "topology.conf"):
-            p = nodes_dir / extra
-            if not p.exists():
-                p.symlink_to(r / "etc" / extra)
-        header = "\n".join(common) + "\n"
+        # Per-slurmd configuration: the common header plus its own node line, in one directory per
+        # GPU model holding that model's gres.conf (read from the directory of the -f file).
+        # No topology for slurmd: a slurmd reading the full topology.conf logs a lookup failure
+        # for every node it does not know (10,000 x 10,000 lines); only slurmctld places by it.
+        header = "\n".join("TopologyPlugin=topology/none" if l.startswith("TopologyPlugin=") else l
+                           for l in common) + "\n"
+        self._node_conf = {}
         for idx, model in groups:
+            d = r / "etc" / "nodes" / model
+            if not d.exists():
+                d.mkdir(parents=True)
+                (d / "gres.conf").write_text(
+                    f"AutoDetect=off\nName=gpu Type={model} File=/dev/tty[0-{f.gpus_per_node - 1}]\n")
             for i in idx:
-                (nodes_dir / f"{f.node_name(i)}.conf").write_text(
-                    header + self._node_line([i], model, self.node_port0) + "\n"
-                    "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
+                path = d / f"{f.node_name(i)}.conf"
+                path.write_text(header + self._node_line([i], model, self.node_port0) + "\n"
+                                "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
+                self._node_conf[f.node_name(i)] = path
 
     # ---- processes -----------------------------------------------------------------------
     def _spawn(self, argv: list[str], env: dict[str, str], log: Path | None) -> subprocess.Popen:
@@ -432,6 +437,7 @@ class SlurmFleet:
             self.ctld = self._spawn([str(bin_ / "slurmctld"), "-D", "-i", "-f", str(self.conf)],
                                     self._daemon_env(), self.run_dir / "log" / "slurmctld.stderr")
             self._wait_ctld(t0 + 60)
+            self._share_hwloc_topology()
             for k, name in enumerate(self.names):
                 self.start_slurmd(name)
                 if (k + 1) % batch == 0:
@@ -444,13 +450,31 @@ class SlurmFleet:
         self.boot_s = time.monotonic() - t0
         return self
 
+    def _share_hwloc_topology(self, wait_s: float = 20.0) -> None:
+        """Boot the first slurmd alone and give every spool dir a copy of the hwloc topology it
+        saved, so the other slurmds load it instead of each rediscovering the machine's CPUs."""
+        names = self.names
+        self.start_slurmd(names[0])
+        xml = self.run_dir / "spool" / names[0] / "hwloc_topo_whole.xml"
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not (xml.exists() and xml.stat().st_size > 0):
+            time.sleep(0.1)
+        if not xml.exists():
+            return
+        time.sleep(0.2)
+        data = xml.read_bytes()
+        for name in names[1:]:
+            d = self.run_dir / "spool" / name
+            d.mkdir(parents=True, exist_ok=True)
+            (d / xml.name).write_bytes(data)
+
     def start_slurmd(self, name: str) -> None:
         old = self.slurmd.get(name)
         if old is not None and old.poll() is None:
             return
         bin_ = self.run_dir / "bin"
         self.slurmd[name] = self._spawn(
-            [str(bin_ / "slurmd"), "-D", "-N", name, "-f", str(self.run_dir / "etc" / "nodes" / f"{name}.conf"),
+            [str(bin_ / "slurmd"), "-D", "-N", name, "-f", str(self._node_conf[name]),
              "-d", str(bin_ / "slurmstepd")],
             # Not a shared stderr file: thousands of `-D` slurmds appending to one file serialise on
             # its inode lock (seen as 8,000 slurmd in D state). Each has SlurmdLogFile=log/slurmd-%n.log.
@@ -552,7 +576,19 @@ class SlurmFleet:
         """SIGTERM every process group, then SIGKILL; then end leftover steps and job scripts."""
         if self._stopped:
             return
-        self._stopped = True
+        # A second SIGTERM/SIGINT must not interrupt the cleanup half-way (it did: 1,700 slurmd left).
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            self._stop_all(grace_s)
+            self._stopped = True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        try:
+            atexit.unregister(self.stop)
+        except Exception:
+            pass
+
+    def _stop_all(self, grace_s: float) -> None:
         procs = [p for p in [self.ctld, *self.slurmd.values()] if p is not None]
         for p in procs:
             if p.poll() is None:
@@ -579,10 +615,6 @@ class SlurmFleet:
             for pid in left:
                 _kill(pid, signal.SIGKILL)
             time.sleep(0.2)
-        try:
-            atexit.unregister(self.stop)
-        except Exception:
-            pass
 
     def __enter__(self) -> "SlurmFleet":
         return self.start()
