@@ -5,7 +5,8 @@ no-op target (loadgen.locust_noop) by `locust --headless`; a rate passes when th
 lateness (actual minus scheduled send time, measured in the submission greenlet) has p99.9
 under --limit-ms and every job was sent. Prints one JSON line per trial and a summary. The machine's load average is recorded with
 each trial (lateness depends on getting a CPU in time), and so is the CPU the driver spent per
-job beyond a 10 jobs/s baseline, which does not.
+job beyond a 10 jobs/s baseline, which does not; "floor" is the lateness of the same schedule on a
+bare gevent loop measured right after, i.e. what the machine allowed at that moment.
 
     python -m loadgen.locust_bench [--processes 1,2] [--seconds 10] [--limit-ms 5]
 """
@@ -82,6 +83,32 @@ def trial(rate: float, seconds: float, processes: int, work: Path, port: int) ->
             "loadavg_1m_before": round(load, 2), "cpus": os.cpu_count()}
 
 
+FLOOR = textwrap.dedent('''
+    import json, sys, time
+    import gevent
+    rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+    late = []
+    def send():
+        t0 = time.monotonic() + 0.2
+        for i in range(int(rate * seconds)):
+            s = (i + 1) / rate
+            while (d := s - (time.monotonic() - t0)) > 0:
+                gevent.sleep(d)
+            gevent.spawn(lambda s=s: late.append(time.monotonic() - t0 - s))
+    gevent.spawn(send).join()
+    gevent.sleep(0.1)
+    late.sort()
+    print(json.dumps({"p99_ms": late[int(0.99 * len(late))] * 1000, "p999_ms": late[int(0.999 * len(late))] * 1000}))
+''')
+
+
+def floor(rate: float, seconds: float) -> dict:
+    """The same schedule on a bare gevent loop (no Locust, no target): what the machine allows right now."""
+    out = subprocess.run([sys.executable, "-c", FLOOR, str(rate), str(seconds)], capture_output=True, text=True,
+                         timeout=seconds + 60, start_new_session=True)
+    return {k: round(v, 3) for k, v in json.loads(out.stdout).items()} if out.returncode == 0 else {}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.locust_bench")
     p.add_argument("--processes", default="1,2", help="comma-separated process counts (default 1,2)")
@@ -89,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--limit-ms", type=float, default=5.0)
     p.add_argument("--port", type=int, default=5671)
+    p.add_argument("--stop-at-first-fail", action="store_true")
     args = p.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     best = {}
@@ -103,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
                 r["marginal_cpu_ms_per_job"] = round((r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
                 r["pass"] = (r["sent"] == r["jobs"] and r["lateness_p999_ms"] is not None
                              and r["lateness_p999_ms"] < args.limit_ms)
+                r["floor"] = floor(rate, min(args.seconds, 5.0))
                 print(json.dumps(r), flush=True)
-                if not r["pass"]:
+                if r["pass"]:
+                    best[procs] = rate
+                elif args.stop_at_first_fail:
                     break
-                best[procs] = rate
     for procs, rate in best.items():
         print(f"{procs} process(es): highest rate with lateness p99.9 < {args.limit_ms:g} ms: "
               f"{'none of the tried rates' if rate is None else f'{rate:g} jobs/s'}")
