@@ -24,7 +24,7 @@ from loadgen.target import ChaosAction, TargetContext
 
 pytestmark = pytest.mark.real
 
-NODES = 10
+NODES = 8
 CONFIG = {"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK"}
 
 

@@ -49,7 +49,7 @@ def bench(nodes: int, seconds: float, serial: int, inflight: int, out: Path | No
     ctx = TargetContext(fleet=Fleet(nodes=nodes), config={}, control_plane={}, seed=0,
                         run_dir=out.parent / f"ray-bench-{nodes}" if out else None)
     target = RealRay(ctx)
-    result: dict = {"nodes": nodes}
+    result: dict = {"nodes": nodes, "loadavg_1m_at_start": float(Path("/proc/loadavg").read_text().split()[0])}
     t_boot = time.monotonic()
     try:
         target.start()
@@ -106,6 +106,9 @@ def bench(nodes: int, seconds: float, serial: int, inflight: int, out: Path | No
         cp = target.control_plane()
         result["gcs_scheduling_ms_p50"] = cp["gcs_scheduling_ms_p50"]
         result["gcs_scheduling_ms_p99"] = cp["gcs_scheduling_ms_p99"]
+        result["gcs_creation_ms_p50"] = cp["gcs_creation_ms_p50"]
+        result["gcs_creation_ms_p99"] = cp["gcs_creation_ms_p99"]
+        result["loadavg_1m_at_end"] = float(Path("/proc/loadavg").read_text().split()[0])
     finally:
         t_stop = time.monotonic()
         target.stop()

@@ -35,6 +35,7 @@ from typing import Any
 
 HEAD_NAME = "ray-head"      # the resource-less head node fakes/ray_fleet.py starts
 CP_EVERY_S = 1.0
+TABLE_EVERY_S = 10.0
 WATCH_EVERY_S = 0.2
 
 
@@ -55,6 +56,8 @@ class Worker:
         self.watch: dict[int, float] = {}                # id -> node-kill time (run seconds)
         self.created = 0
         self.removed = 0
+        self.gcs_states: dict[str, int] = {}
+        self.next_table = 0.0
         self.dead_nodes: set[str] = set()     # killed raylets
         self.dead_unseen: set[str] = set()    # ... the GCS has not marked dead yet
 
@@ -163,13 +166,18 @@ class Worker:
     def control_plane(self) -> None:
         try:
             nodes = self.ray.nodes()
-            table = self._table()
+            if time.monotonic() >= self.next_table:
+                # The GCS table keeps removed groups too: reading it all costs more as a run goes.
+                t0 = time.monotonic()
+                states: dict[str, int] = {}
+                for row in self._table().values():
+                    states[row["state"]] = states.get(row["state"], 0) + 1
+                self.gcs_states = states
+                self.next_table = time.monotonic() + max(TABLE_EVERY_S, 20 * (time.monotonic() - t0))
         except Exception as e:  # noqa: BLE001
             self.send(ev="error", error=f"cp: {e!r}"[:300])
             return
-        states: dict[str, int] = {}
-        for row in table.values():
-            states[row["state"]] = states.get(row["state"], 0) + 1
+        states = self.gcs_states
         fleet = [n for n in nodes if n.get("NodeName") != HEAD_NAME]
         alive = [n for n in fleet if n.get("Alive")]
         for n in fleet:
