@@ -67,6 +67,9 @@ class Process:
         self.finished = False
         self.tick = 0.05 if real else 0.02
         self.driver = gevent.spawn(self._drive)
+        # Users spawned by then have claimed their tenants; the process sends the rest. (Locust's
+        # spawning_complete also triggers this, but a worker does not always get that message.)
+        self.helpers.append(gevent.spawn_later(LEAD_IN_S, self.adopt_leftovers))
 
     @property
     def scenario_over(self) -> bool:
@@ -83,7 +86,7 @@ class Process:
 
     def adopt_leftovers(self) -> None:
         """Fewer users than tenants: the process sends the rest itself, on the same schedule."""
-        while self.unclaimed:
+        while self.unclaimed and not self.finished:
             tenant = self.unclaimed.pop(0)
             log.info("gangstorm: no user left for tenant %s; the process sends its jobs", tenant)
             self.helpers.append(gevent.spawn(self.run_tenant, tenant))

@@ -65,7 +65,8 @@ def test_two_shards_merge_into_exact_summary(tmp_path):
     collector = Collector(plan, "test-run", tmp_path / "out")
     procs = [Process(st, fire, i, 2, plan=plan) for i in range(2)]
     assert sum(p.shard.fleet.nodes for p in procs) >= plan.fleet.nodes - 1
-    senders = [gevent.spawn(p.run_tenant, t) for p in procs for t in p.shard.tenants]
+    # one "user" per tenant, claiming like TenantUser does
+    senders = [gevent.spawn(p.run_tenant, t) for p in procs for t in iter(p.claim, None)]
     gevent.joinall(senders, timeout=30)
     gevent.sleep(plan.wall_duration_s + 1.0)          # lead-in + drain
     for i, p in enumerate(procs):

@@ -65,3 +65,49 @@ def test_headless_run_writes_results_with_exact_tails(tmp_path, run_locust):
         checked += 1
     assert checked >= 1
     assert kube["generator_lateness_wall_s"]["count"] == kube["jobs"]["submitted"]
+
+
+@pytest.mark.slow
+def test_two_processes_merge_exact_latencies_at_master(tmp_path):
+    """`gangstorm locust --processes 2`: tenants split over two workers, one exact summary at the master."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out"
+    port = __import__("test_locust_support").free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli.main", "locust", str(scenario), "--headless",
+                             "-t", "20s", "--processes", "2", "--time-scale", "300", "--master-port", str(port),
+                             "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "err.log", "w"), start_new_session=True)
+    try:
+        assert proc.wait(timeout=120) == 0, (tmp_path / "err.log").read_text()[-3000:]
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+        proc.wait()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["locust"]["workers"] == 2
+    kube = summary["schedulers"]["kube"]
+    jobs = jobs_rows(out / "jobs.csv")
+    assert len({r["tenant"] for r in jobs}) == 4          # both shards' tenants reached the master
+    stats = locust_rows(out / "locust_stats.csv")
+    for cls, by in kube["by_class"].items():
+        lat_ms = [float(r["admission_s"]) * 1000 for r in jobs if r["cls"] == cls and r["admission_s"]]
+        if lat_ms:
+            assert float(stats[("ADMIT", f"kube/{cls}")]["99.9%"]) == pytest.approx(
+                round(exact_quantile(lat_ms, 0.999), 3), abs=1e-6)
+            assert int(stats[("ADMIT", f"kube/{cls}")]["Request Count"]) >= len(lat_ms)
+
+
+def test_plain_locust_bad_argument_is_one_line_exit_2(tmp_path, run_locust):
+    p = run_locust("-f", str(LOCUSTFILE), "--headless", "--scenario", str(tmp_path / "missing.yaml"))
+    assert p.wait(timeout=60) == 2
+    errors = [l for l in p.output().splitlines() if "error" in l.lower()]
+    assert errors == [f"gangstorm: error: {tmp_path / 'missing.yaml'}: no such scenario file"], p.output()
