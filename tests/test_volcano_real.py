@@ -18,7 +18,7 @@ from loadgen.target import ChaosAction, TargetContext
 pytestmark = pytest.mark.real
 
 NODES = 32
-VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager")
+VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager", "kwok-controller")
 
 
 class Driver:

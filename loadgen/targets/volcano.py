@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,15 @@ JOB_LABEL = "volcano.sh/job-name"
 COMPLETE_AFTER = "gangstorm.io/complete-after"   # read by kwok-config/stages.yaml pod-complete
 GPU = "nvidia.com/gpu"
 PREFILL_PREFIX = "prefill-"
+TIMEOUT = (10, 60)      # connect, read: a call on a dead keep-alive connection must not hang a run
+
+
+def reason_of(exc: Exception) -> str:
+    body = str(getattr(exc, "body", "") or exc)
+    if "database space exceeded" in body or "NOSPACE" in body:
+        return "etcd-nospace"
+    status = getattr(exc, "status", None)
+    return f"api-{status}" if status else type(exc).__name__
 
 
 @dataclass
@@ -103,7 +113,7 @@ class PodWatch(threading.Thread):
         self.restarts = 0
 
     def _relist(self) -> str:
-        raw = self.core.list_namespaced_pod(self.ns, _preload_content=False)
+        raw = self.core.list_namespaced_pod(self.ns, _preload_content=False, _request_timeout=(10, 120))
         body = json.loads(raw.data)
         now = time.monotonic()
         seen = set()
@@ -124,7 +134,7 @@ class PodWatch(threading.Thread):
                     rv = self._relist()
                 self.resp = self.core.list_namespaced_pod(
                     self.ns, watch=True, resource_version=rv, allow_watch_bookmarks=True,
-                    timeout_seconds=600, _preload_content=False)
+                    timeout_seconds=60, _preload_content=False, _request_timeout=(10, 90))
                 for line in self.resp:
                     if self.stopping.is_set():
                         return
@@ -171,7 +181,7 @@ class RealVolcano(Target):
         self.vc: VolcanoControlPlane | None = None
         self.watch: PodWatch | None = None
         self.gangs: dict[str, GangState] = {}        # vcjob name -> state
-        self.queues: set[str] = set()
+        self.queues: dict[str, Future] = {}
         self.node_used = np.zeros(ctx.fleet.nodes, dtype=np.int32)
         self.node_index = {ctx.fleet.node_name(i): i for i in range(ctx.fleet.nodes)}
         self.pods: dict[str, PodView] = {}           # uid -> last view, bound pods counted in node_used
@@ -183,6 +193,10 @@ class RealVolcano(Target):
         self._last_scrape = (-1e9, {})
         self._prefill_ids = 0
         self._pending_deletes: deque[str] = deque()
+        self.results: deque[tuple[float, str, str, str]] = deque()
+        self.pool: ThreadPoolExecutor | None = None
+        self._stopping = False
+        self._stop_scrape = threading.Event()
         self.failed_nodes: set[int] = set()
         self._final: dict[str, Any] | None = None
         self.chaos_figures: dict[str, Any] = {}
@@ -213,7 +227,7 @@ class RealVolcano(Target):
         self.cluster = KubeCluster(spec)
         self.cluster.start()
         try:
-            self.api = self.cluster.api_client(qps_threads=16)
+            self.api = self.cluster.api_client(qps_threads=int(self.ctx.config.get("client_threads", 8)) + 4)
             self._make_clients()
             self._ensure_namespace()
             self.counters["cluster_start_s"] = round(self.cluster.started_s or 0, 2)
@@ -224,6 +238,11 @@ class RealVolcano(Target):
             self.vc.start(self.api, spawn=self.cluster.add_component)
             self.watch = PodWatch(self.cluster.api_client(qps_threads=2), NAMESPACE)
             self.watch.start()
+            self.pool = ThreadPoolExecutor(int(self.ctx.config.get("client_threads", 8)),
+                                           thread_name_prefix="volcano-client")
+            interval = float(self.ctx.config.get("scrape_interval_s", 10))
+            threading.Thread(target=self._scrape_loop, args=(interval,), name="volcano-scrape",
+                             daemon=True).start()
         except BaseException:
             self.stop()
             raise
@@ -244,6 +263,10 @@ class RealVolcano(Target):
                     raise
 
     def stop(self) -> None:
+        self._stopping = True
+        self._stop_scrape.set()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
         if self.vc is not None and self.cluster is not None and self._final is None:
             try:
                 self._final = self._collect()
@@ -260,10 +283,7 @@ class RealVolcano(Target):
             self._tmp = None
 
     # --- submission ---------------------------------------------------------------------------
-    def ensure_queue(self, job: Job) -> str:
-        q = dns_name(job.queue or job.tenant)
-        if q in self.queues:
-            return q
+    def queue_body(self, job: Job, q: str) -> dict[str, Any]:
         qcfg = self.ctx.config.get("queues") or {}
         weights, caps = qcfg.get("weights") or {}, qcfg.get("capability_gpus") or {}
         weight = weights.get(job.tenant, weights.get(job.queue, 1))
@@ -271,17 +291,33 @@ class RealVolcano(Target):
         cap = caps.get(job.tenant, caps.get(job.queue))
         if cap is not None:
             spec["capability"] = {GPU: str(int(cap))}
-        body = {"apiVersion": f"{SCHED_GROUP}/{SCHED_VERSION}", "kind": "Queue",
+        return {"apiVersion": f"{SCHED_GROUP}/{SCHED_VERSION}", "kind": "Queue",
                 "metadata": {"name": q}, "spec": spec}
+
+    def _queue_future(self, job: Job) -> tuple[str, Future]:
+        """The tenant's Queue, created once on the client pool. No wait for the queue controller
+        to open it: vc-scheduler leaves the job Pending until the queue is Open."""
+        q = dns_name(job.queue or job.tenant)
+        if q not in self.queues:
+            self.queues[q] = self.pool.submit(self._create_queue, self.queue_body(job, q))
+        return q, self.queues[q]
+
+    def _create_queue(self, body: dict[str, Any]) -> None:
         from kubernetes.client.rest import ApiException
-        try:
-            self.custom.create_cluster_custom_object(SCHED_GROUP, SCHED_VERSION, "queues", body)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-        # No wait for the queue controller to open it: vc-scheduler holds the job until it is Open.
-        self.queues.add(q)
-        return q
+        for retry in range(6):
+            try:
+                self.custom.create_cluster_custom_object(SCHED_GROUP, SCHED_VERSION, "queues", body,
+                                                         _request_timeout=TIMEOUT)
+                return
+            except ApiException as e:
+                if e.status == 409:
+                    return
+                if e.status not in (429, 500, 503, 504) or retry == 5:
+                    raise
+            except OSError:
+                if retry == 5:
+                    raise
+            time.sleep(0.2 * 2 ** retry)
 
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
         name = f"g{job.id}"
@@ -314,21 +350,33 @@ class RealVolcano(Target):
         }
 
     def submit(self, job: Job, now: float) -> list[Event]:
-        from kubernetes.client.rest import ApiException
+        """Non-blocking: the Job is created on the client pool; a refusal comes back as REJECTED."""
         self._clock(now)
-        out = self.advance(now)
+        queue, qf = self._queue_future(job)
+        body = self.vcjob(job, queue)
+        name = body["metadata"]["name"]
+        self.gangs[name] = GangState(job, name)
+        self.pool.submit(self._create_job, name, body, qf)
+        return [Event(now, job.id, Kind.SUBMITTED)]
+
+    def _create_job(self, name: str, body: dict[str, Any], queue_created: Future) -> None:
+        from kubernetes.client.rest import ApiException
         try:
-            queue = self.ensure_queue(job)
-            body = self.vcjob(job, queue)
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "jobs", body)
-        except ApiException as e:
-            reason = "etcd-nospace" if "mvcc: database space exceeded" in str(e.body) else f"http-{e.status}"
-            self.counters["submit_errors"] += 1
-            out.append(Event(self._now(), job.id, Kind.REJECTED, reason=reason))
-            return out
-        self.gangs[body["metadata"]["name"]] = GangState(job, body["metadata"]["name"])
-        out.append(Event(self._now(), job.id, Kind.SUBMITTED))
-        return out
+            queue_created.result()
+            for retry in range(6):
+                try:
+                    self.custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "jobs", body,
+                                                                _request_timeout=TIMEOUT)
+                    return
+                except ApiException as e:
+                    if e.status == 409:
+                        return
+                    if e.status != 429 or retry == 5:
+                        raise
+                time.sleep(0.2 * 2 ** retry)
+        except Exception as e:
+            if not self._stopping:
+                self.results.append((time.monotonic(), "create_failed", name, reason_of(e)))
 
     def _now(self) -> float:
         return self._t(time.monotonic())
@@ -343,6 +391,13 @@ class RealVolcano(Target):
         if self.vc is not None:
             self.vc.check_alive()
         out: list[Event] = []
+        while self.results:
+            mono, what, name, reason = self.results.popleft()
+            g = self.gangs.get(name)
+            if what == "create_failed" and g is not None and not g.done:
+                g.done = True
+                self.counters["submit_errors"] += 1
+                out.append(Event(self._t(mono), g.job.id, Kind.REJECTED, reason=reason))
         q = self.watch.events
         while q:
             mono, typ, pv = q.popleft()
@@ -403,18 +458,28 @@ class RealVolcano(Target):
             self.node_used[i] -= pv.gpus
 
     def _flush_deletes(self) -> None:
-        from kubernetes.client.rest import ApiException
         while self._pending_deletes:
             name = self._pending_deletes.popleft()
+            self.gangs.pop(name, None)
+            self.pool.submit(self._delete_job, name)
+
+    def _delete_job(self, name: str) -> None:
+        from kubernetes.client.rest import ApiException
+        for retry in range(6):
             try:
                 self.custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, NAMESPACE, "jobs", name, body={"propagationPolicy": "Background"})
+                    GROUP, VERSION, NAMESPACE, "jobs", name, body={"propagationPolicy": "Background"},
+                    _request_timeout=TIMEOUT)
+                return
             except ApiException as e:
-                if e.status != 404:
-                    self.counters["delete_errors"] += 1
-            g = self.gangs.pop(name, None)
-            if g is not None:
-                g.deleted = True
+                if e.status == 404:
+                    return
+            except OSError:
+                pass
+            if self._stopping:
+                return
+            time.sleep(0.2 * 2 ** retry)
+        self.counters["delete_errors"] += 1
 
     def snapshot(self, now: float) -> Snapshot:
         self._clock(now)
@@ -433,18 +498,24 @@ class RealVolcano(Target):
             pending_jobs=len(waiting),
             partial_gangs=len(partial),
             running_jobs=len(running),
-            control_plane=self._scrape(now, max_age_s=5.0),
+            control_plane=self._scrape(now, max_age_s=1.0),
         )
 
     # --- control plane ------------------------------------------------------------------------
     def _scrape(self, now: float, max_age_s: float) -> dict[str, Any]:
-        last_t, last = self._last_scrape
-        if now - last_t < max_age_s:
-            return last
-        figures = scheduler_figures(self.vc.metrics_text() if self.vc else "")
-        figures.update(apiserver_figures(self.cluster, self.api))
-        self._last_scrape = (now, figures)
-        return figures
+        """Latest figures from the scraper thread (max_age_s=0: scrape now, on this thread)."""
+        if max_age_s <= 0:
+            figures = scheduler_figures(self.vc.metrics_text() if self.vc else "")
+            figures.update(apiserver_figures(self.cluster, self.api))
+            self._last_scrape = (now, figures)
+        return self._last_scrape[1]
+
+    def _scrape_loop(self, interval_s: float) -> None:
+        while not self._stop_scrape.wait(interval_s):
+            try:
+                self._scrape(0.0, 0.0)
+            except Exception:
+                pass
 
     def _collect(self) -> dict[str, Any]:
         return dict(self._scrape(float("inf"), max_age_s=0.0))
@@ -483,10 +554,10 @@ class RealVolcano(Target):
             body = {"apiVersion": "policy/v1", "kind": "Eviction",
                     "metadata": {"name": pv.name, "namespace": NAMESPACE}}
             try:
-                self.core.create_namespaced_pod_eviction(pv.name, NAMESPACE, body)
+                self.core.create_namespaced_pod_eviction(pv.name, NAMESPACE, body, _request_timeout=TIMEOUT)
                 self.counters["evictions"] += 1
-            except ApiException as e:
-                if e.status != 404:
+            except (ApiException, OSError) as e:
+                if getattr(e, "status", None) != 404:
                     self.counters["eviction_errors"] += 1
         return out
 
@@ -505,9 +576,9 @@ class RealVolcano(Target):
                              "containers": [{"name": "pin", "image": "gangstorm/fake-pin",
                                              "resources": {"requests": req, "limits": req}}]}}
             try:
-                self.core.create_namespaced_pod(NAMESPACE, body)
+                self.core.create_namespaced_pod(NAMESPACE, body, _request_timeout=TIMEOUT)
                 self.counters["prefill_gpus"] += int(gpus)
-            except ApiException:
+            except (ApiException, OSError):
                 self.counters["prefill_errors"] += 1
         return self.advance(now)
 
