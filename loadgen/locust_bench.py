@@ -76,6 +76,9 @@ def trial(rate: float, seconds: float, processes: int, work: Path, port: int) ->
                 "error": f"no summary.json (see {d / 'locust.log'})", "cpu_s": round(cpu, 2)}
     s = json.loads(summary.read_text())["schedulers"]["kube"]
     late = s["generator_lateness_wall_s"]
+    if not late["count"]:
+        return {"processes": processes, "rate_per_s": rate, "jobs": n, "sent": 0, "lateness_p999_ms": None,
+                "error": f"nothing sent (see {d / 'locust.log'})", "cpu_s": round(cpu, 2)}
     return {"processes": processes, "rate_per_s": rate, "jobs": n, "sent": late["count"],
             "lateness_p50_ms": round(late["p50"] * 1000, 3), "lateness_p99_ms": round(late["p99"] * 1000, 3),
             "lateness_p999_ms": round(late["p999"] * 1000, 3), "lateness_max_ms": round(late["max"] * 1000, 3),
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             for rate in rates:
                 r = trial(rate, args.seconds, procs, Path(tmp), args.port)
                 # CPU each extra job costs the driver, whatever else runs on the machine
-                r["marginal_cpu_ms_per_job"] = round((r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
+                r["marginal_cpu_ms_per_job"] = None if r["sent"] == 0 else round((r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
                 r["pass"] = (r["sent"] == r["jobs"] and r["lateness_p999_ms"] is not None
                              and r["lateness_p999_ms"] < args.limit_ms)
                 r["floor"] = floor(rate, min(args.seconds, 5.0))

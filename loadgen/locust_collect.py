@@ -8,6 +8,7 @@ No Locust import here: this module is plain Python over plain data.
 """
 from __future__ import annotations
 
+import copy
 import heapq
 import time
 from collections import defaultdict
@@ -63,6 +64,14 @@ class LaneLog:
         if "final" in batch:
             self.finals[shard] = batch["final"]
 
+    def frozen(self) -> "LaneLog":
+        """A copy whose containers the live loop no longer appends to (for a summary off the loop)."""
+        c = copy.copy(self)
+        c.sent, c.lateness, c.events = dict(self.sent), list(self.lateness), list(self.events)
+        c.snaps = defaultdict(list, {k: list(v) for k, v in self.snaps.items()})
+        c.chaos, c.finals = list(self.chaos), dict(self.finals)
+        return c
+
     def latest(self) -> dict:
         """Sum of each shard's latest snapshot (one shard: that snapshot)."""
         out = {f: 0 for f in SNAP_FIELDS[1:]}
@@ -117,6 +126,11 @@ class Collector:
         for name, batch in batches.items():
             if name in self.lanes:
                 self.lanes[name].ingest(batch, shard)
+
+    def frozen(self) -> "Collector":
+        c = copy.copy(self)
+        c.lanes = {name: lane.frozen() for name, lane in self.lanes.items()}
+        return c
 
     def done(self, shards: int) -> bool:
         return all(len(l.finals) >= shards for l in self.lanes.values())

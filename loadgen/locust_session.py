@@ -40,6 +40,7 @@ class Session:
         self.ended = False
         self.error: str | None = None
         self.summary_at = 0.0
+        self.partial = None
 
     # --- init -------------------------------------------------------------------------------
     def init(self, environment) -> None:
@@ -76,7 +77,8 @@ class Session:
     # --- test start ---------------------------------------------------------------------------
     def test_start(self, environment) -> None:
         self.error, self.flushed, self.ended, self.over = None, False, False, set()
-        self.summary_at = time.monotonic() + 5.0
+        self.summary_at = time.monotonic() + 30.0
+        self.partial = None
         runner = environment.runner
         opts = environment.parsed_options
         if isinstance(runner, WorkerRunner):
@@ -134,13 +136,19 @@ class Session:
             gevent.spawn(self._scenario_over)
 
     def _partial_summary(self) -> None:
-        """summary.json as the run goes ("complete": false), at most ~2% of the time (it blocks the loop)."""
+        """summary.json as the run goes ("complete": false), replayed on a thread off the event loop
+        (from a frozen copy) so the sends keep their schedule; at most every 30 s."""
         now = time.monotonic()
-        if now < self.summary_at:
+        if now < self.summary_at or (self.partial is not None and not self.partial.ready()):
             return
-        self.collector.summary(complete=False)
-        took = time.monotonic() - now
-        self.summary_at = time.monotonic() + max(30.0, 50 * took)
+        frozen = self.collector.frozen()
+        took = time.monotonic() - now            # the copy is the only part on the loop
+        self.summary_at = now + max(30.0, 1000 * took)
+        self.partial = gevent.get_hub().threadpool.spawn(frozen.summary, False)
+
+    def _wait_partial(self) -> None:
+        if self.partial is not None:
+            self.partial.wait(timeout=60)    # a late partial must not overwrite the final summary
 
     # --- users --------------------------------------------------------------------------------
     def claim(self) -> str | None:
@@ -174,6 +182,7 @@ class Session:
         elif self.process:
             self.process.finalize()
             self.collector.ingest(self.process.take())
+        self._wait_partial()
         done = self.collector.done(max(len(self.shards), 1))
         s = self.collector.summary(complete=done, write_jobs=True)
         log.info("gangstorm: wrote %s/summary.json", self.collector.out)
