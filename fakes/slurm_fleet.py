@@ -189,6 +189,8 @@ def scheduler_lines(config: dict[str, Any] | None) -> list[str]:
     cfg = sched_config(config)
     params = [f"{opt}={int(cfg[key])}" for key, opt in _SCHED_PARAM.items()]
     params += [f"{opt}={int(round(float(cfg[key]) * mul))}" for key, (opt, mul) in _SCHED_SCALE.items()]
+    # Real-backend-only tuning the simulator has no knob for (e.g. defer, bf_yield_interval=...).
+    params += [str(x) for x in ((config or {}).get("scheduler_extra") or [])]
     lines = ["SchedulerType=sched/backfill", f"SchedulerParameters={','.join(params)}",
              "PriorityType=priority/multifactor",
              f"PriorityDecayHalfLife={int(round(float(cfg['priority_decay_half_life_h']) * 60))}",
@@ -727,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="concurrent sbatch processes for --sbatch")
     ap.add_argument("--sleep", type=float, default=30.0)
     ap.add_argument("--held", action="store_true", help="--sbatch with --hold: no job launches")
+    ap.add_argument("--sched-extra", action="append", default=[], metavar="OPT",
+                    help="extra SchedulerParameters option, e.g. defer or bf_yield_interval=200000")
     ap.add_argument("--set", action="append", default=[], metavar="Key=Value",
                     help="override a timer (SlurmdTimeout, MessageTimeout, ...)")
     args = ap.parse_args(argv)
@@ -744,7 +748,8 @@ def main(argv: list[str] | None = None) -> int:
         timeouts[k] = v
     if args.run_dir.exists():
         shutil.rmtree(args.run_dir)
-    fl = SlurmFleet(Fleet(nodes=args.nodes), args.run_dir, config={"timeouts": timeouts})
+    fl = SlurmFleet(Fleet(nodes=args.nodes), args.run_dir,
+                    config={"timeouts": timeouts, "scheduler_extra": args.sched_extra})
     print(json.dumps({"mem_available_mib_before": _meminfo("MemAvailable")}), flush=True)
     t0 = time.monotonic()
     last = [0.0]
