@@ -42,6 +42,7 @@ RAY_ENV = {
     "RAY_enable_metrics_collection": "0",        # less periodic CPU per raylet and agent
     "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
     "RAY_BACKEND_LOG_LEVEL": "warning",
+    "RAY_agent_register_timeout_ms": "120000",   # slow agent start on a loaded machine
 }
 
 
@@ -373,23 +374,42 @@ def _serve(spec_path: str) -> int:
 
     def registered(name: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
+        gone_since = None
         while time.monotonic() < deadline:
             for row in cluster.global_state.node_table():
                 if row.get("NodeName") == name and row.get("Alive"):
                     return row["NodeID"]
+            if raylet_pid(name) is None:
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > 5:
+                    raise RuntimeError(f"raylet {name} exited before registering (see its raylet.*.out)")
+            else:
+                gone_since = None
             time.sleep(0.5)
-        raise TimeoutError(f"raylet {name} did not register with the GCS")
+        raise TimeoutError(f"raylet {name} did not register with the GCS in {timeout:.0f} s")
 
-    def add(s: dict[str, Any]) -> dict[str, Any]:
-        try:
-            node_id = cluster.add_node(
-                num_cpus=s["num_cpus"], num_gpus=s["num_gpus"], resources=s["resources"],
-                labels=s["labels"], node_name=s["name"], object_store_memory=store).node_id
-        except Exception as e:  # noqa: BLE001
-            # Node() gives a raylet 30 s to register; a loaded machine can need longer.
-            if "timed out during startup" not in str(e):
-                raise
-            node_id = registered(s["name"], BOOT_GRACE_S)
+    def add(s: dict[str, Any], attempts: int = 3) -> dict[str, Any]:
+        for attempt in range(1, attempts + 1):
+            try:
+                try:
+                    node_id = cluster.add_node(
+                        num_cpus=s["num_cpus"], num_gpus=s["num_gpus"], resources=s["resources"],
+                        labels=s["labels"], node_name=s["name"], object_store_memory=store).node_id
+                except Exception as e:  # noqa: BLE001
+                    # Node() gives a raylet 30 s to register; a loaded machine can need longer.
+                    if "timed out during startup" not in str(e):
+                        raise
+                    node_id = registered(s["name"], BOOT_GRACE_S)
+                break
+            except Exception as e:  # noqa: BLE001
+                # Under heavy load the raylet can abort waiting for its agents' port files
+                # (NodeManager::WaitForDashboardAgentPorts): kill what is left and start it again.
+                pid = raylet_pid(s["name"])
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                if attempt == attempts:
+                    raise
+                print(f"ray_fleet: {s['name']} attempt {attempt} failed ({e}); retrying", file=sys.stderr)
         h = {"index": s["index"], "name": s["name"], "node_id": node_id, "raylet_pid": raylet_pid(s["name"])}
         handles[s["index"]] = h
         return h

@@ -165,6 +165,25 @@ def test_prefill_pins_bundles_and_node_recover(target):
     assert snap.gpus_allocated >= 8 + 24
 
 
+def test_evict_restarts_the_whole_group(target):
+    t0 = time.monotonic()
+    now = lambda: time.monotonic() - t0  # noqa: E731
+    running = set(target.running) - set(target.partial)
+    assert running, "the gang from the raylet-kill test should still be running"
+    events = target.chaos(ChaosAction(now(), "evict", {"members": 1}), now())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        events += target.advance(now())
+        if any(e.kind is Kind.ADMITTED for e in events):
+            break
+        time.sleep(0.05)
+    kinds = [(e.job_id, e.kind) for e in events]
+    victim = next(j for j, k in kinds if k is Kind.EVICTED)
+    assert victim in running
+    assert (victim, Kind.REQUEUED) in kinds and (victim, Kind.ADMITTED) in kinds, kinds
+    assert target.control_plane()["evicted"] == 1
+
+
 def test_stop_leaves_no_ray_process(target):
     sessions, marker = target.sessions, target.marker
     target.stop()
