@@ -83,6 +83,7 @@ class ClusterSpec:
     etcd_quota_bytes: int = 2 * 1024**3
     apiserver_args: dict[str, str] = field(default_factory=dict)   # extra --key=value
     scheduler_args: dict[str, str] = field(default_factory=dict)
+    etcd_args: dict[str, str] = field(default_factory=dict)       # e.g. {"unsafe-no-fsync": "true"}
     stages: Path | None = None                     # Stage documents; default kwok-config/stages.yaml
     extra_configs: list[Path] = field(default_factory=list)  # more kwokctl --config documents
     start_timeout_s: float = 180.0
@@ -179,7 +180,8 @@ class KubeCluster:
             path.write_text(yaml.safe_dump(s.scheduler_config, sort_keys=False))
             opts["kubeSchedulerConfig"] = str(path)
         patches = {c["name"]: c for c in kwokctl.setdefault("componentsPatches", [])}
-        for comp, extra in (("kube-apiserver", s.apiserver_args), ("kube-scheduler", s.scheduler_args)):
+        for comp, extra in (("kube-apiserver", s.apiserver_args), ("kube-scheduler", s.scheduler_args),
+                            ("etcd", s.etcd_args)):
             if extra:
                 patch = patches.setdefault(comp, {"name": comp})
                 patch.setdefault("extraArgs", []).extend(

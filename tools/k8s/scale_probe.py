@@ -83,14 +83,29 @@ def main() -> int:
         stop = threading.Event()
 
         def watch():
-            resp = api.list_namespaced_pod("probe", watch=True, timeout_seconds=600, _preload_content=False)
-            for line in resp:
-                ev = json.loads(line)
-                o = ev["object"]
-                if o.get("spec", {}).get("nodeName") and o["metadata"]["name"] not in bound_at:
-                    bound_at[o["metadata"]["name"]] = time.monotonic()
-                if stop.is_set() or len(bound_at) >= args.pods:
-                    return
+            rv = json.loads(api.list_namespaced_pod("probe", _preload_content=False).data)["metadata"]["resourceVersion"]
+            while not stop.is_set() and len(bound_at) < args.pods:
+                try:     # a watch can end (server timeout, hiccup): resume from the last version
+                    resp = api.list_namespaced_pod("probe", watch=True, resource_version=rv, timeout_seconds=60,
+                                                   allow_watch_bookmarks=True, _preload_content=False)
+                    for line in resp:
+                        if not line.strip():
+                            continue
+                        ev = json.loads(line)
+                        o = ev["object"]
+                        if ev["type"] == "ERROR":
+                            res["watch_errors"] = res.get("watch_errors", 0) + 1
+                            break
+                        rv = o["metadata"].get("resourceVersion", rv)
+                        if ev["type"] != "BOOKMARK" and o.get("spec", {}).get("nodeName") \
+                                and o["metadata"]["name"] not in bound_at:
+                            bound_at[o["metadata"]["name"]] = time.monotonic()
+                        if stop.is_set() or len(bound_at) >= args.pods:
+                            return
+                except Exception as e:
+                    res["watch_errors"] = res.get("watch_errors", 0) + 1
+                    res["watch_last_error"] = repr(e)[:200]
+                    time.sleep(0.5)
 
         w = threading.Thread(target=watch, daemon=True)
         w.start()
