@@ -280,11 +280,12 @@ def histogram(samples, name: str, **match: str) -> dict[str, float]:
         return {"count": 0}
     les = sorted(buckets)
 
-    def q(p: float) -> float:
+    def q(p: float) -> float | str:
         for le in les:
-            if buckets[le] >= p * count:
-                return le
-        return float("inf")
+            if buckets[le] >= p * count and le != float("inf"):
+                return round(le, 3)
+        finite = [le for le in les if le != float("inf")]
+        return f">{finite[-1]:g}" if finite else "+Inf"   # JSON has no Infinity
     return {"count": int(count), "mean": round(total / count, 3), "p50_le": q(0.5), "p99_le": q(0.99)}
 
 

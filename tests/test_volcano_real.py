@@ -1,7 +1,8 @@
 """Real Volcano (vc-scheduler + vc-controller-manager) on a small KWOK cluster.
 
-Needs `make k8s-bins volcano-bins`; fails (never skips) when a binary is missing.
-One cluster for the module; each test uses its own tenants and waits for its jobs to finish.
+The @pytest.mark.real tests need `make k8s-bins volcano-bins` and fail (never skip) when a binary
+is missing. One cluster for the module; each test uses its own tenants and waits for its jobs.
+The unmarked tests at the end check the objects and configuration the adapter writes.
 """
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from fakes.fleet import Fleet
 from loadgen.events import Kind
 from loadgen.job import Job
 from loadgen.target import ChaosAction, TargetContext
-
-pytestmark = pytest.mark.real
 
 NODES = 32
 VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager", "kwok-controller")
@@ -78,6 +77,7 @@ def volcano(tmp_path_factory):
         target.stop()
 
 
+@pytest.mark.real
 def test_gang_is_admitted_whole_or_not_at_all(volcano):
     """A 24-node gang holds the fleet; a 16-node gang behind it gets no member bound until it fits."""
     target, _ = volcano
@@ -97,6 +97,7 @@ def test_gang_is_admitted_whole_or_not_at_all(volcano):
     assert snap.partial_gangs == 0
 
 
+@pytest.mark.real
 def test_queue_capability_caps_running_gpus(volcano):
     """Queue 'capped' may hold 16 GPUs: of four 8-GPU jobs at most two run at a time."""
     target, _ = volcano
@@ -114,6 +115,7 @@ def test_queue_capability_caps_running_gpus(volcano):
     assert peak == 2, f"queue capability 16 GPUs should allow exactly two 8-GPU jobs at once, saw {peak}"
 
 
+@pytest.mark.real
 def test_evicted_member_restarts_the_whole_job(volcano):
     target, _ = volcano
     d = Driver(target)
@@ -131,6 +133,7 @@ def test_evicted_member_restarts_the_whole_job(volcano):
     assert cp["session_ms"]["count"] > 0, cp
 
 
+@pytest.mark.real
 def test_stop_leaves_no_process(volcano):
     from fakes.kube_cluster import COMPONENT_NAMES, leftover_processes
     target, run_dir = volcano
@@ -138,3 +141,55 @@ def test_stop_leaves_no_process(volcano):
     target.stop()
     left = leftover_processes(COMPONENT_NAMES + VOLCANO_PROCS, under=Path(run_dir))
     assert left == [], left
+
+
+# --- what the adapter writes (no cluster) ------------------------------------------------------
+def test_scheduler_conf_names_actions_and_tiers():
+    import yaml
+    from fakes.volcano_cluster import scheduler_conf
+    conf = yaml.safe_load(scheduler_conf({"actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+                                          "plugins": ["gang", "priority", "proportion", "binpack"],
+                                          "gpu_weight": 5}))
+    assert conf["actions"] == "enqueue, allocate, preempt, reclaim, backfill"
+    assert [p["name"] for p in conf["tiers"][0]["plugins"]] == ["gang", "priority"]
+    binpack = conf["tiers"][1]["plugins"][1]
+    assert binpack["arguments"]["binpack.resources.nvidia.com/gpu"] == 5
+
+
+def test_vcjob_is_one_gang_task_with_restart_on_eviction():
+    from loadgen.targets.volcano import COMPLETE_AFTER, RealVolcano
+    ctx = TargetContext(fleet=Fleet(nodes=4), config={"queues": {"weights": {"a": 3},
+                                                                  "capability_gpus": {"a": 16}}},
+                        control_plane={}, seed=0)
+    t = RealVolcano(ctx)
+    job = gang(9, "a", members=3, gpus=8, duration_s=12.5, submit_s=0)
+    body = t.vcjob(job, "q-a")
+    spec = body["spec"]
+    assert spec["minAvailable"] == 3 and spec["schedulerName"] == "volcano" and spec["queue"] == "q-a"
+    assert spec["policies"] == [{"event": "PodEvicted", "action": "RestartJob"}]
+    (task,) = spec["tasks"]
+    assert task["replicas"] == 3
+    pod = task["template"]
+    assert pod["metadata"]["annotations"][COMPLETE_AFTER] == "12.500s"
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    q = t.queue_body(job, "q-a")
+    assert q["spec"]["weight"] == 3 and q["spec"]["capability"] == {"nvidia.com/gpu": "16"}
+    assert "capability" not in t.queue_body(gang(1, "b", 1, 1, 1, 0), "q-b")["spec"]
+
+
+def test_session_histogram_from_prometheus_text():
+    from fakes.volcano_cluster import scheduler_figures
+    text = "\n".join([
+        'volcano_e2e_scheduling_latency_milliseconds_bucket{le="5"} 3',
+        'volcano_e2e_scheduling_latency_milliseconds_bucket{le="10"} 4',
+        'volcano_e2e_scheduling_latency_milliseconds_bucket{le="+Inf"} 4',
+        'volcano_e2e_scheduling_latency_milliseconds_sum 20',
+        'volcano_e2e_scheduling_latency_milliseconds_count 4',
+        'volcano_action_scheduling_latency_milliseconds_bucket{action="allocate",le="5"} 2',
+        'volcano_action_scheduling_latency_milliseconds_bucket{action="allocate",le="+Inf"} 2',
+        'volcano_action_scheduling_latency_milliseconds_sum{action="allocate"} 3',
+        'volcano_action_scheduling_latency_milliseconds_count{action="allocate"} 2',
+    ])
+    fig = scheduler_figures(text)
+    assert fig["session_ms"] == {"count": 4, "mean": 5.0, "p50_le": 5.0, "p99_le": 10.0}
+    assert fig["action_ms"]["allocate"]["count"] == 2
