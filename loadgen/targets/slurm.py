@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fakes.fleet import stranded_gpus
 from fakes.slurm_fleet import SlurmFleet, expand, require_slurm
 from loadgen.events import Event, Kind
 from loadgen.job import Job
@@ -74,6 +75,7 @@ class RealSlurm(Target):
         self.cluster = SlurmFleet(ctx.fleet, run_dir, config=dict(cfg))
         self.jobs: dict[int, Tracked] = {}          # by job.id
         self.by_slurm: dict[int, Tracked] = {}
+        self.active: dict[int, Tracked] = {}        # by slurm id, not yet finished/failed
         self.prefill: dict[int, int] = {}           # slurm id -> GPUs (chaos fill, not workload)
         self.down: set[str] = set()
         self.resume_at: list[tuple[float, list[str]]] = []
@@ -204,7 +206,9 @@ class RealSlurm(Target):
                     self._polls.put((obs, rows), timeout=1)
                 except queue.Full:
                     pass
-            self._stop.wait(max(0.0, self.poll_s - dt))
+            # At least as long as the call took: under load the observer never takes more than
+            # half of slurmctld's job-lock time.
+            self._stop.wait(max(self.poll_s - dt, dt))
 
     def advance(self, now: float) -> list[Event]:
         self._sync(now)
@@ -225,7 +229,7 @@ class RealSlurm(Target):
                 events.append(Event(t, tr.job.id, Kind.REJECTED, reason=err or "sbatch failed"))
                 continue
             tr.slurm_id, tr.submitted_t = sid, t
-            self.by_slurm[sid] = tr
+            self.by_slurm[sid] = self.active[sid] = tr
         while True:
             try:
                 obs, rows = self._polls.get_nowait()
@@ -242,8 +246,9 @@ class RealSlurm(Target):
 
     def _diff(self, obs: float, rows: dict[int, tuple]) -> list[Event]:
         ev: list[Event] = []
-        for sid, tr in self.by_slurm.items():
+        for sid, tr in list(self.active.items()):
             if tr.done:
+                del self.active[sid]
                 continue
             row = rows.get(sid)
             if row is None:
@@ -300,7 +305,6 @@ class RealSlurm(Target):
         free = np.array([0 if (n := fleet.node_name(i)) in self.down else
                          max(0, fleet.gpus_per_node - used.get(n, 0)) for i in range(fleet.nodes)])
         smallest = min((tr.job.gpus_per_member for tr in pending), default=None)
-        from fakes.fleet import stranded_gpus
         cp = {"sbatch_inflight": self._inflight, "squeue_calls": self.stats["squeue_calls"]}
         cp.update(self._sdiag_light(now))
         return Snapshot(t=now, gpus_allocated=int(sum(used.values())), gpus_partial=0,
@@ -350,7 +354,7 @@ class RealSlurm(Target):
             self.cluster.run(argv, check=False)
 
     def _running_on(self, names: set[str]) -> list[Tracked]:
-        return [tr for tr in self.by_slurm.values() if tr.started and not tr.done and names & set(tr.nodes)]
+        return [tr for tr in self.active.values() if tr.started and not tr.done and names & set(tr.nodes)]
 
     @staticmethod
     def _evicted(victims: list[Tracked], now: float, reason: str) -> list[Event]:
@@ -378,7 +382,7 @@ class RealSlurm(Target):
             return []
         if action.kind == "evict":
             want = int(p.get("members", 1))
-            running = [tr for tr in self.by_slurm.values() if tr.started and not tr.done]
+            running = [tr for tr in self.active.values() if tr.started and not tr.done]
             self.rng.shuffle(running)
             victims, got = [], 0
             for tr in running:
