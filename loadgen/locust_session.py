@@ -38,7 +38,6 @@ class Session:
         self.over: set[str] = set()
         self.flushed = False
         self.ended = False
-        self.error: str | None = None
         self.summary_at = 0.0
         self.partial = None
 
@@ -65,7 +64,6 @@ class Session:
         try:
             return parse_settings(self.env.parsed_options)
         except (OptionError, ScenarioError) as e:   # a bad value typed into the web form
-            self.error = str(e)
             log.error("gangstorm: error: %s", e)
             gevent.spawn(self.env.runner.stop)
             return None
@@ -76,7 +74,7 @@ class Session:
 
     # --- test start ---------------------------------------------------------------------------
     def test_start(self, environment) -> None:
-        self.error, self.flushed, self.ended, self.over = None, False, False, set()
+        self.flushed, self.ended, self.over = False, False, set()
         self.summary_at = time.monotonic() + 30.0
         self.partial = None
         runner = environment.runner

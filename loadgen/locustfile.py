@@ -21,9 +21,11 @@ locust_stats.install()
 class TenantUser(User):
     """Sends one tenant's jobs; with fewer users than tenants the process sends the rest."""
 
+    host = "gangstorm://local"      # not HTTP: targets are in-process models or local backends
+
     def __init__(self, environment):
         super().__init__(environment)
-        self.tenant = SESSION.claim()   # at construction, before spawning_complete hands out leftovers
+        self.tenant = SESSION.claim()   # at construction, before the process adopts unclaimed tenants
 
     @task
     def send_schedule(self):
