@@ -39,10 +39,10 @@ def row_event(r: list) -> Event:
 
 
 class Lane:
-    def __init__(self, name: str, target: Target, k: float, scale: float, jobs: dict[int, Job],
+    def __init__(self, name: str, target: Target, k: float, jobs: dict[int, Job],
                  chaos: list[ChaosAction], sample_every_wall_s: float, fire: Fire,
                  clock: Callable[[], float] = time.monotonic):
-        self.name, self.target, self.k, self.scale = name, target, k, scale
+        self.name, self.target, self.k = name, target, k
         self.jobs = jobs                       # id -> job in the lane's clock
         self.chaos = sorted(chaos, key=lambda a: a.t)
         self.sample_every = sample_every_wall_s

@@ -49,7 +49,7 @@ class Process:
                     ctx.run_dir.mkdir(parents=True, exist_ok=True)
                 target = target_class(name, settings.backend)(ctx)
                 target.start()
-                self.lanes.append(Lane(name, target, k, settings.time_scale, jobs, chaos, sample_wall, fire))
+                self.lanes.append(Lane(name, target, k, jobs, chaos, sample_wall, fire))
         except BaseException:
             for lane in self.lanes:
                 lane.target.stop()
