@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,7 @@ class RayFleet:
     _proc: subprocess.Popen | None = None
     _tmp: str = ""
     _log: Any = None
+    _lock: Any = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def for_fleet(cls, fleet: Fleet, nodes: int | None = None, **kw) -> "RayFleet":
@@ -196,10 +198,12 @@ class RayFleet:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _call(self, msg: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
-        if self._proc is None:
-            raise FleetError("ray fleet is not running")
-        self._send(self._proc, msg)
-        reply = self._read(timeout)
+        # One request/reply at a time: node_recover calls this from a background thread.
+        with self._lock:
+            if self._proc is None:
+                raise FleetError("ray fleet is not running")
+            self._send(self._proc, msg)
+            reply = self._read(timeout)
         if not reply.get("ok"):
             raise FleetError(f"ray fleet {msg['op']} failed: {reply.get('error')}")
         return reply

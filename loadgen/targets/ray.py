@@ -367,7 +367,8 @@ class RealRay(Target):
         gcs = self.cp.get("gcs_groups", {})
         return {"pending_groups": len(self.pending), "groups_per_s": self._create_rate(now),
                 "raylets_alive": self.cp.get("raylets_alive"),
-                "gcs_pending_groups": gcs.get("PENDING", 0) + gcs.get("RESCHEDULING", 0)}
+                "gcs_pending_groups": gcs.get("PENDING", 0) + gcs.get("RESCHEDULING", 0),
+                "infeasible_groups": gcs.get("INFEASIBLE", 0)}
 
     def control_plane(self) -> dict[str, Any]:
         self._drain()
@@ -378,6 +379,8 @@ class RealRay(Target):
             "raylets": self.n, "raylets_alive": self.cp.get("raylets_alive"),
             "gcs_groups_by_state": self.cp.get("gcs_groups", {}),
             **self.counters,
+            "groups_created": self.counters["groups_ready"],      # the simulated Ray's name for it
+            "infeasible_groups": self.cp.get("gcs_groups", {}).get("INFEASIBLE", 0),
             "groups_per_s_mean": round(len(rt) / span, 3) if span > 0 else None,
             "gcs_scheduling_ms_p50": _pct(self.sched_ms, 50), "gcs_scheduling_ms_p99": _pct(self.sched_ms, 99),
             "gcs_creation_ms_p50": _pct(self.e2e_ms, 50), "gcs_creation_ms_p99": _pct(self.e2e_ms, 99),

@@ -172,6 +172,8 @@ class Worker:
                 states: dict[str, int] = {}
                 for row in self._table().values():
                     states[row["state"]] = states.get(row["state"], 0) + 1
+                    if row["state"] == "PENDING" and row.get("stats", {}).get("scheduling_state") == "INFEASIBLE":
+                        states["INFEASIBLE"] = states.get("INFEASIBLE", 0) + 1
                 self.gcs_states = states
                 self.next_table = time.monotonic() + max(TABLE_EVERY_S, 20 * (time.monotonic() - t0))
         except Exception as e:  # noqa: BLE001
