@@ -17,6 +17,9 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 GO_P=${GO_P:-2}
 LDSTRIP="-s -w"
 
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "k8s-bins: Go toolchain not found (need go >= 1.26 on PATH)" >&2; exit 2; }
+
 mkdir -p "$BIN_DIR" "$SRC_DIR"
 start=$(date +%s)
 log() { printf '[k8s-bins %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
