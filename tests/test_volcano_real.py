@@ -143,6 +143,40 @@ def test_stop_leaves_no_process(volcano):
     assert left == [], left
 
 
+@pytest.mark.real
+def test_reclaim_takes_gpus_back_for_an_underserved_queue(tmp_path):
+    """Queue 'ra' holds the whole fleet; 'rb' (same weight) submits: reclaim evicts ra's pods
+    (API churn: evictions + restarts) and rb runs long before ra's jobs would have finished."""
+    from fakes.kube_cluster import COMPONENT_NAMES, leftover_processes
+    from loadgen.targets.volcano import RealVolcano
+    ctx = TargetContext(fleet=Fleet(nodes=8), seed=3, run_dir=tmp_path,
+                        config={"schedule_period_s": 0.5, "actions": ["enqueue", "allocate", "reclaim", "backfill"],
+                                "plugins": ["gang", "priority", "proportion", "drf", "binpack", "predicates",
+                                            "nodeorder"],
+                                "api_qps": 500, "api_burst": 1000, "queues": {"weights": {"ra": 1, "rb": 1}}},
+                        control_plane={"etcd_quota_bytes": 256 * 1024**2})
+    target = RealVolcano(ctx)
+    try:
+        target.start()
+        d = Driver(target)
+        hogs = list(range(401, 409))
+        for i in hogs:
+            d.submit(gang(i, "ra", members=1, gpus=8, duration_s=300, submit_s=d.now()))
+        d.until(lambda: all(d.of(i, Kind.ADMITTED) for i in hogs), 60, "queue ra filling the fleet")
+        before = target.control_plane()["apiserver"]["requests_total"]
+        for i in (411, 412):
+            d.submit(gang(i, "rb", members=1, gpus=8, duration_s=3, submit_s=d.now()))
+        d.until(lambda: d.finished(411, 412), 90, "queue rb admitted through reclaim")
+        evicted = [e for e in d.events if e.kind == Kind.EVICTED and e.job_id in hogs]
+        assert len(evicted) >= 2, "reclaim should have evicted at least two of ra's pods"
+        assert all(not d.of(i, Kind.FINISHED) for i in hogs)
+        cp = target.control_plane()
+        assert cp["apiserver"]["requests_total"] > before
+    finally:
+        target.stop()
+    assert leftover_processes(COMPONENT_NAMES + VOLCANO_PROCS, under=tmp_path) == []
+
+
 # --- what the adapter writes (no cluster) ------------------------------------------------------
 def test_scheduler_conf_names_actions_and_tiers():
     import yaml
