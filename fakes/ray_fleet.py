@@ -299,6 +299,19 @@ def ray_processes(marker: str | None = None) -> list[tuple[int, str]]:
 def listeners(pids: list[int]) -> list[tuple[str, int, int]]:
     """(address, port, pid) of every listening TCP socket owned by `pids` (from /proc, like
     `ss -ltnp`)."""
+    return [(la, lp, pid) for proto, state, la, lp, _, _, pid in sockets(pids)
+            if proto == "tcp" and state == "0A"]
+
+
+def peers(pids: list[int]) -> list[tuple[str, str, int, int]]:
+    """(proto, remote address, remote port, pid) of every connected TCP/UDP socket of `pids`."""
+    return [(proto, ra, rp, pid) for proto, state, _, _, ra, rp, pid in sockets(pids)
+            if not (proto == "tcp" and state == "0A") and rp != 0]
+
+
+def sockets(pids: list[int]) -> list[tuple[str, str, str, int, str, int, int]]:
+    """(proto, state, local addr, local port, remote addr, remote port, pid) for the inet sockets
+    owned by `pids`, read from /proc/net/{tcp,tcp6,udp,udp6}."""
     inode_pid: dict[str, int] = {}
     for pid in pids:
         try:
@@ -312,18 +325,19 @@ def listeners(pids: list[int]) -> list[tuple[str, int, int]]:
         except OSError:
             continue
     out = []
-    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+    for proto, v6 in (("tcp", False), ("tcp6", True), ("udp", False), ("udp6", True)):
         try:
-            lines = Path(table).read_text().splitlines()[1:]
+            lines = Path(f"/proc/net/{proto}").read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
             cols = line.split()
-            if cols[3] != "0A":          # LISTEN
+            if cols[9] not in inode_pid:
                 continue
-            if cols[9] in inode_pid:
-                addr, port = cols[1].split(":")
-                out.append((_decode_addr(addr, v6), int(port, 16), inode_pid[cols[9]]))
+            la, lp = cols[1].split(":")
+            ra, rp = cols[2].split(":")
+            out.append((proto.rstrip("6"), cols[3], _decode_addr(la, v6), int(lp, 16),
+                        _decode_addr(ra, v6), int(rp, 16), inode_pid[cols[9]]))
     return out
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fakes.fleet import Fleet
-from fakes.ray_fleet import listeners, ray_processes, session_pids
+from fakes.ray_fleet import listeners, peers, ray_processes, session_pids
 from loadgen.events import Kind
 from loadgen.job import Job
 from loadgen.recorder import Recorder
@@ -83,13 +83,16 @@ def test_target_module_does_not_import_ray():
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
 
 
-def test_every_listener_on_loopback(target):
+def test_every_listener_and_peer_on_loopback(target):
     pids = [p for s in target.sessions for p in session_pids(s)]
     socks = listeners(pids)
     names = {Path(f"/proc/{p}/comm").read_text().strip() for _, _, p in socks if Path(f"/proc/{p}").exists()}
     assert len(socks) >= 3 * NODES, f"too few listeners found: {socks}"
     assert {a for a, _, _ in socks} == {"127.0.0.1"}, f"non-loopback listeners: {socks}"
     assert "raylet" in names and "gcs_server" in names, names
+    remote = peers(pids)
+    assert remote, "expected connections between the Ray processes"
+    assert {a for _, a, _, _ in remote} == {"127.0.0.1"}, f"traffic off loopback: {remote}"
 
 
 def test_bimodal_trace_all_gangs_admitted(target):
