@@ -481,12 +481,19 @@ class SlurmFleet:
             self._daemon_env(name), None)
 
     def kill_slurmd(self, name: str) -> None:
-        """SIGKILL one node's slurmd and everything it left running (steps, job scripts)."""
-        p = self.slurmd.get(name)
-        if p is not None:
-            _killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-        for pid in self.marked_pids(node=name):
+        self.kill_slurmds([name])
+
+    def kill_slurmds(self, names: list[str]) -> None:
+        """SIGKILL these nodes' slurmds and everything they left running (steps, job scripts)."""
+        for name in names:
+            p = self.slurmd.get(name)
+            if p is not None:
+                _killpg(p.pid, signal.SIGKILL)
+        for name in names:
+            p = self.slurmd.get(name)
+            if p is not None:
+                p.wait(timeout=10)
+        for pid in self.marked_pids(nodes=names):
             _kill(pid, signal.SIGKILL)
 
     def _check_ctld(self) -> None:
@@ -529,15 +536,18 @@ class SlurmFleet:
             raise RuntimeError(f"{' '.join(argv[:3])} failed ({r.returncode}): {r.stderr.strip()[:400]}")
         return r
 
-    def marked_pids(self, node: str | None = None) -> list[int]:
-        """Live processes of this run (optionally of one node).
+    def marked_pids(self, node: str | None = None, nodes: Iterable[str] | None = None) -> list[int]:
+        """Live processes of this run (optionally only those of some nodes).
 
         Daemons and job scripts carry the run marker in their environment. slurmstepd wipes its
         environment, so it is recognised by the slurmd log file (under run_dir) it keeps open.
         """
         want = f"{MARKER}={self.token}".encode()
-        node_env = {f"{NODE_MARKER}={node}".encode(), f"SLURMD_NODENAME={node}".encode()} if node else set()
-        log = str(self.run_dir / "log" / (f"slurmd-{node}.log" if node else ""))
+        some = ([node] if node else []) + list(nodes or [])
+        node_env = {f"{k}={n}".encode() for n in some for k in (NODE_MARKER, "SLURMD_NODENAME")}
+        log = tuple(str(self.run_dir / "log" / f"slurmd-{n}.log") for n in some) or \
+            (str(self.run_dir / "log") + "/",)
+        node = some or None
         me = os.getpid()
         out = []
         for d in os.listdir("/proc"):
@@ -560,7 +570,7 @@ class SlurmFleet:
         return out
 
     @staticmethod
-    def _holds(pid: int, prefix: str) -> bool:
+    def _holds(pid: int, prefix: tuple[str, ...]) -> bool:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 try:

@@ -367,8 +367,7 @@ class RealSlurm(Target):
         p = action.params
         if action.kind == "node_fail":
             names = self._names(p.get("nodes", []))
-            for n in names:
-                self.cluster.kill_slurmd(n)
+            self.cluster.kill_slurmds(names)
             self._scontrol_nodes(names, "DOWN", "gangstorm-node_fail")
             self.down |= set(names)
             # Slurm requeues the whole batch job (--requeue): nothing stays bound, as in the sim.
