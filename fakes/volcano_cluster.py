@@ -193,7 +193,9 @@ class VolcanoControlPlane:
                  "--enable-metrics=true", f"--listen-address=127.0.0.1:{self.metrics_port}",
                  "--enable-healthz=true", f"--healthz-address=127.0.0.1:{free_port()}",
                  "--cache-dumper=false"]
+        workers = self.config.get("controller_workers")    # None: Volcano's default (3)
         cm = [str(bins["vc-controller-manager"]), *common, f"--controllers={CONTROLLERS}",
+              *([f"--worker-threads={int(workers)}"] if workers else []),
               "--enable-metrics=true", f"--listen-address=127.0.0.1:{self.cm_metrics_port}",
               "--enable-healthz=true", f"--healthz-address=127.0.0.1:{free_port()}"]
         try:

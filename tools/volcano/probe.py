@@ -36,10 +36,12 @@ def main() -> int:
     p.add_argument("--period", type=float, default=1.0, help="schedule_period_s")
     p.add_argument("--qps", type=float, default=2000)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--controller-workers", type=int, help="vc-controller-manager --worker-threads")
     a = p.parse_args()
     run_dir = Path(tempfile.mkdtemp(prefix="gangstorm-volcano-probe-"))
     ctx = TargetContext(fleet=Fleet(nodes=a.nodes), seed=1, run_dir=run_dir,
-                        config={"schedule_period_s": a.period, "api_qps": a.qps, "api_burst": int(a.qps)},
+                        config={"schedule_period_s": a.period, "api_qps": a.qps, "api_burst": int(a.qps),
+                                "controller_workers": a.controller_workers},
                         control_plane={})
     target = RealVolcano(ctx)
     t_start = time.monotonic()
@@ -64,7 +66,7 @@ def main() -> int:
         cp = target.control_plane()
         out = {
             "nodes": a.nodes, "jobs": a.jobs, "members": a.members, "gpus": a.gpus,
-            "schedule_period_s": a.period, "start_s": round(start_s, 1),
+            "schedule_period_s": a.period, "controller_workers": a.controller_workers, "start_s": round(start_s, 1),
             "submit_s": round(submit_s, 2), "submit_jobs_per_s": round(a.jobs / submit_s, 1),
             "pods_bound": len(binds), "admitted": int(admitted.size),
             "bind_window_s": round(binds[-1] - binds[0], 2) if binds else None,
