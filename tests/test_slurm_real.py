@@ -164,6 +164,10 @@ def test_bimodal_trace_gangs_chaos_and_cleanup(slurm):
 
 @pytest.mark.real
 def test_evict_prefill_and_unsupported(slurm):
+    # The running slurm.conf carries the scenario's scheduler keys, readable back for the sim.
+    got = read_sched_config(slurm.cluster.conf, effective=False)
+    assert {k: got[k] for k in ("sched_interval_s", "bf_interval_s", "bf_resolution_s")} == \
+        {k: FAST[k] for k in ("sched_interval_s", "bf_interval_s", "bf_resolution_s")}
     slurm.advance(0.0)
     # prefill pins small jobs to chosen nodes
     slurm.chaos(ChaosAction(0.0, "prefill", {"placements": [[0, 3], [1, 5]], "duration_s": 60}), 0.0)
