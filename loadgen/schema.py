@@ -155,6 +155,13 @@ SCENARIO = {
             "switches_max_wait_s": Field(NUM, 300.0, lo=0),
             "time_limit_factor": Field(NUM, 1.5, lo=1),
             "rpc_ms": Field(NUM, 1.0, lo=0),             # slurmctld work per submit RPC
+            "cred_expire_s": Field(NUM, 120.0, lo=0),    # a requeued job waits this long to restart
+            # real backend only (fakes/slurm_fleet.py, loadgen/targets/slurm.py)
+            "submit_workers": Field(int, 4, lo=1, hi=256),
+            "poll_s": Field(NUM, 0.5, lo=0.01),
+            "boot_timeout_s": Field(NUM, 1200.0, lo=1),
+            "timeouts": MapOf(Field(int, lo=1), default={}),    # e.g. SlurmdTimeout: 900
+            "scheduler_extra": ListOf(Field(str), default=[]),  # extra SchedulerParameters items
         },
     },
     "control_plane": {

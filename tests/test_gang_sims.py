@@ -82,8 +82,9 @@ def test_slurm_switches_wait_then_relax():
     assert 300 <= rec.admit[0] - 10 <= 300 + 60
 
 
-def test_slurm_requeue_restarts_the_whole_gang():
-    _, rec, events = sim("slurm", [job(0, 4, dur=1000)], nodes=8, end=100,
+def test_slurm_requeue_restarts_the_whole_gang_after_cred_expire():
+    _, rec, events = sim("slurm", [job(0, 4, dur=1000)], nodes=8, end=400,
                          chaos=[ChaosAction(20, "evict", {"members": 1})])
     ev = [e for e in events if e.kind is Kind.EVICTED]
-    assert ev[0].members == 0 and rec.readmission
+    assert ev[0].members == 0
+    assert rec.readmission == [120.0]          # held for cred_expire_s, then started at once

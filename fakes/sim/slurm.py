@@ -11,6 +11,7 @@ Mechanisms modeled:
   starts; a whole-node job that cannot start gets a reservation at its earliest start within
   bf_window_min (times rounded up to bf_resolution_s). This is what keeps big gangs from starving.
 - cons_tres: 8-GPU members take whole nodes (--exclusive); smaller jobs share nodes, best fit.
+- --requeue: an evicted job restarts whole, after the cred_expire_s hold slurmctld applies.
 - topology/tree: a gang goes on the fewest leaf switches (best-fit leaf); with switches=N a
   large gang waits up to switches_max_wait_s for N leaves before taking any.
 """
@@ -57,7 +58,13 @@ class SimSlurm(SimTarget):
         self._ensure_backfill(t)
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
+        # A requeued batch job is held until its launch credential expires (cred_expire).
         self._drop_node_ends(js.job.id)
+        self._at(t + self.cfg["cred_expire_s"], self._release_hold, js)
+
+    def _release_hold(self, t: float, js: JobState) -> None:
+        if js.done or js.running:
+            return
         js.extra["queued_at"] = t
         self.pending[js.job.id] = js
         self._trigger_main(t)
