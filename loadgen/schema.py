@@ -108,6 +108,12 @@ SCENARIO = {
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0),
             "cycle_base_ms": Field(NUM, 1.0, lo=0),     # per-pod scheduling cycle cost
             "cycle_per_node_us": Field(NUM, 0.5, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
+            # real backend only (fakes/kube_cluster.py, loadgen/targets/kube.py)
+            "completion": Field(str, "adapter", choices=("adapter", "kwok")),
+            "client_threads": Field(int, 8, lo=1, hi=256),
+            "node_threads": Field(int, 16, lo=1, hi=256),
+            "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
+            "cluster_name": Field(str, "gangstorm"),
         },
         "volcano": {
             "schedule_period_s": Field(NUM, 1.0, lo=0.01),
@@ -126,6 +132,10 @@ SCENARIO = {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
             },
+            # real backend only (fakes/volcano_cluster.py, loadgen/targets/volcano.py)
+            "controller_workers": Field(int, None, lo=1, hi=256, nullable=True),
+            "client_threads": Field(int, 8, lo=1, hi=256),
+            "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
         },
         "ray": {
             "multi_node_strategy": Field(str, "STRICT_SPREAD",

@@ -549,7 +549,7 @@ class RealKube(Target):
             self._chaos_pool.submit(self._etcd_recover)
             return []
         if kind == "prefill":
-            return self._prefill(p.get("placements", []), float(p.get("duration_s", 0)), now)
+            return self._prefill(p.get("placements", []), float(p.get("duration_s") or 0), now)
         raise ChaosUnsupported(f"kube/real does not support chaos kind {kind!r}")
 
     def _evict(self, members: int, now: float) -> list[Event]:
