@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-VOLCANO_VERSION = os.environ.get("VOLCANO_VERSION", "v1.15.1")
+VOLCANO_VERSION = os.environ.get("VOLCANO_VERSION", "v1.14.1")
 HOW_TO_BUILD = "run `make volcano-bins` (builds Volcano from the volcano.sh/volcano Go module)"
 
 # Plugins that decide gang and priority order go in the first tier, as Volcano's default config does;

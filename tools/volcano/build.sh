@@ -1,59 +1,66 @@
 #!/usr/bin/env bash
-# Build Volcano's scheduler and controller manager (one released version) into the binary cache
-# and copy the CRDs of the same version next to them. Idempotent: exits at once when built.
+# Build Volcano's scheduler and controller manager (one released version) from the Go module
+# proxy into the binary cache, and copy the CRDs of the same version next to them.
+# Idempotent: exits at once when built.
 #
-# Source of the release, first that works:
-#   1. the Go module proxy: `go mod download -json volcano.sh/volcano@$VOLCANO_VERSION`
-#   2. a git checkout/mirror of github.com/volcano-sh/volcano holding the tag ($VOLCANO_GIT)
-# The module zip lacks staging/src/volcano.sh/apis (a nested module), and the proxy here refuses
-# volcano.sh/apis, so that directory comes from the same tag of the git repository.
-# We build inside the release tree so that Volcano's own go.mod replace lines (every k8s.io
-# staging module pinned to one Kubernetes release) apply; a wrapper module would have to copy them.
+# volcano.sh/volcano requires volcano.sh/apis v0.0.0 replaced by ./staging/src/volcano.sh/apis,
+# a nested module its module zip does not contain. So we build through a small wrapper module:
+# it requires volcano.sh/volcano $VOLCANO_VERSION, repeats Volcano's own replace lines (every
+# k8s.io staging module pinned to one Kubernetes release; replace lines of a dependency are
+# ignored by Go), and points volcano.sh/apis at its released module $VOLCANO_APIS_VERSION.
 set -euo pipefail
-V=${VOLCANO_VERSION:-v1.15.1}
+V=${VOLCANO_VERSION:-v1.14.1}
+APIS=${VOLCANO_APIS_VERSION:-v1.14.0}
 BIN=${GANGSTORM_BIN_DIR:-$HOME/.cache/gangstorm/bin}
 CACHE=$(dirname "$BIN")
-SRC=$CACHE/src/volcano-$V
+WRAP=$CACHE/src/volcano-wrapper-$V
 CRD=$CACHE/volcano-$V/crd
 STAMP=$BIN/.volcano-$V.built
 JOBS=${GO_BUILD_JOBS:-2}
-VOLCANO_GIT=${VOLCANO_GIT:-/work/.mirror/volcano-sh+volcano/repo}
 
 if [[ -f $STAMP && -x $BIN/vc-scheduler && -x $BIN/vc-controller-manager && -f $CRD/scheduling.volcano.sh_queues.yaml ]]; then
   exit 0
 fi
-command -v go >/dev/null || { echo "volcano-bins: go is not installed (need Go >= 1.25)" >&2; exit 1; }
-mkdir -p "$BIN" "$CACHE/src" "$CRD"
+command -v go >/dev/null || { echo "volcano-bins: go is not installed (need Go >= 1.24)" >&2; exit 1; }
+mkdir -p "$BIN" "$WRAP" "$CRD"
 
-if [[ ! -f $SRC/go.mod ]]; then
-  dir=$(go mod download -json "volcano.sh/volcano@$V" 2>/dev/null \
-        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p' || true)
-  if [[ -n $dir && -f $dir/go.mod ]]; then
-    echo "volcano-bins: source from the Go module proxy: $dir"
-    cp -r "$dir" "$SRC.tmp" && chmod -R u+w "$SRC.tmp" && mv "$SRC.tmp" "$SRC"
-  elif git -C "$VOLCANO_GIT" rev-parse -q --verify "refs/tags/$V" >/dev/null 2>&1; then
-    echo "volcano-bins: Go proxy does not serve volcano.sh/volcano@$V; using tag $V of $VOLCANO_GIT"
-    rm -rf "$SRC.tmp" && mkdir -p "$SRC.tmp"
-    git -C "$VOLCANO_GIT" archive "$V" | tar -x -C "$SRC.tmp" && mv "$SRC.tmp" "$SRC"
-  else
-    echo "volcano-bins: cannot get Volcano $V source: the Go module proxy refused volcano.sh/volcano@$V" \
-         "and no git repository with tag $V at VOLCANO_GIT=$VOLCANO_GIT" \
-         "(clone https://github.com/volcano-sh/volcano there, or set VOLCANO_GIT)" >&2
-    exit 1
-  fi
-fi
-if [[ ! -f $SRC/staging/src/volcano.sh/apis/go.mod ]]; then
-  git -C "$VOLCANO_GIT" rev-parse -q --verify "refs/tags/$V" >/dev/null 2>&1 || {
-    echo "volcano-bins: Volcano $V needs staging/src/volcano.sh/apis, which the Go module zip lacks:" \
-         "clone https://github.com/volcano-sh/volcano (with tags) and set VOLCANO_GIT to it" >&2; exit 1; }
-  git -C "$VOLCANO_GIT" archive "$V" staging/src/volcano.sh/apis | tar -x -C "$SRC"
-fi
+json=$(go mod download -json "volcano.sh/volcano@$V") || {
+  echo "volcano-bins: the Go module proxy refused volcano.sh/volcano@$V" >&2; exit 1; }
+dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p' <<<"$json")
+gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p' <<<"$json")
+go mod download "volcano.sh/apis@$APIS" || {
+  echo "volcano-bins: the Go module proxy refused volcano.sh/apis@$APIS" >&2; exit 1; }
 
-cp "$SRC"/config/crd/volcano/bases/*.yaml "$CRD/"
-echo "volcano-bins: building vc-scheduler and vc-controller-manager $V (go build -p $JOBS) ..."
+{
+  echo "module gangstorm.local/volcano-build"
+  echo
+  echo "go $(sed -n 's/^go \(.*\)$/\1/p' "$gomod")"
+  echo
+  echo "require volcano.sh/volcano $V"
+  echo
+  # Volcano's replace lines, single-line and block form, except its local staging path.
+  awk '/^replace \(/{inblk=1; next} inblk && /^\)/{inblk=0; next}
+       inblk && /=>/ {print "replace " $0; next} /^replace [^(]/{print}' "$gomod" \
+    | grep -v 'volcano.sh/apis' | sed 's/^replace[[:space:]]*/replace /'
+  echo "replace volcano.sh/apis => volcano.sh/apis $APIS"
+} > "$WRAP/go.mod"
+cat > "$WRAP/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "volcano.sh/volcano/cmd/controller-manager"
+	_ "volcano.sh/volcano/cmd/scheduler"
+)
+GO
+
+cp "$dir"/config/crd/volcano/bases/*.yaml "$CRD/"
+echo "volcano-bins: building vc-scheduler and vc-controller-manager $V with volcano.sh/apis $APIS (go build -p $JOBS) ..."
 start=$(date +%s)
 out=$(mktemp -d)
-(cd "$SRC" && CGO_ENABLED=0 go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out/" ./cmd/scheduler ./cmd/controller-manager)
+(cd "$WRAP" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -p "$JOBS" -trimpath -ldflags "-s -w" \
+   -o "$out/" volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager)
 mv "$out/scheduler" "$BIN/vc-scheduler"
 mv "$out/controller-manager" "$BIN/vc-controller-manager"
 rmdir "$out"
