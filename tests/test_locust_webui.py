@@ -148,6 +148,9 @@ def test_web_ui_shows_live_gang_admission_tab(tmp_path, run_locust, chromium):
                                    "schedulers": "kube,slurm", "time_scale": "300"}).encode()
     started = json.load(urllib.request.urlopen(f"{base}/swarm", data=body, timeout=10))
     assert started["success"], started
+    deadline = time.monotonic() + 60       # the run is up once test_start (targets, plan) is done
+    while _get(f"{base}/stats/requests")["state"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
 
     chromium.open(f"{base}/?tab=gangstorm")
     seen = ""
