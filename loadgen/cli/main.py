@@ -40,6 +40,8 @@ def _sigterm(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
+    # A shell starting us in the background hands down SIGINT as ignored; Ctrl-C must still work.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return int(args.func(args) or 0)
     except (ScenarioError, TraceError, UsageError) as e:
