@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.comparative import RunOptions, run
+from loadgen.comparative import RunOptions, run, scaled_job, workload_for
+from loadgen.traces import export_jsonl
 from loadgen.scenario import Scenario
 
 RATIO_KEYS = (("admission_s", "p50"), ("admission_s", "p99"), ("alloc_util", None))
@@ -27,12 +28,8 @@ def calibrate(scenario: Scenario, name: str, out_dir: Path, time_scale: float) -
         "duration_h": scenario.data["duration_h"] / time_scale, "drain_h": scenario.data["drain_h"] / time_scale,
         "warmup_h": scenario.data["warmup_h"] / time_scale,
         "sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)})
-    from loadgen.comparative import workload_for
-    from loadgen.traces import export_jsonl
     jobs, _ = workload_for(scenario)
-    from dataclasses import replace
-    scaled = [replace(j, submit_s=j.submit_s / time_scale, duration_s=max(j.duration_s / time_scale, 0.5))
-              for j in jobs]
+    scaled = [scaled_job(j, time_scale) for j in jobs]
     trace = out_dir / "scaled-trace.jsonl"
     out_dir.mkdir(parents=True, exist_ok=True)
     export_jsonl(scaled, trace, {"time_scale": time_scale})

@@ -117,7 +117,7 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, jobs: list[Job], pl
             end = run_virtual(target, jobs, plan, end_s, scenario.data["sample_every_s"], rec, progress)
         else:
             run_dir.mkdir(parents=True, exist_ok=True)
-            scaled = [_scaled(j, scale) for j in jobs]
+            scaled = [scaled_job(j, scale) for j in jobs]
             rec_scaled = Recorder(scaled)
             rec_scaled.set_window(min(warm, horizon * 0.5) / scale, horizon / scale)
             end = run_wall(target, scaled, chaos_mod.scale(plan, scale), end_s / scale,
@@ -145,7 +145,8 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, jobs: list[Job], pl
     return result
 
 
-def _scaled(j: Job, scale: float) -> Job:
+def scaled_job(j: Job, scale: float) -> Job:
+    """A job on a wall clock running `scale` virtual seconds per second."""
     from dataclasses import replace
     return replace(j, submit_s=j.submit_s / scale, duration_s=max(j.duration_s / scale, 0.5))
 

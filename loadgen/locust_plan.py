@@ -105,6 +105,6 @@ def _shard_chaos(actions: list[ChaosAction], index: int, count: int, nodes: int)
 
 def scaled(job: Job, scale: float) -> Job:
     """A real target sees wall seconds (the same rule comparative.run_one applies)."""
-    from loadgen.comparative import _scaled
-    return _scaled(job, scale)
+    from loadgen.comparative import scaled_job
+    return scaled_job(job, scale)
 
