@@ -9,7 +9,6 @@ bound to 127.0.0.1 and stopped with SIGTERM then SIGKILL of the group.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from fakes import kube_metrics
 
 VOLCANO_VERSION = os.environ.get("VOLCANO_VERSION", "v1.14.1")
 HOW_TO_BUILD = "run `make volcano-bins` (builds Volcano from the volcano.sh/volcano Go module)"
@@ -245,24 +246,10 @@ class VolcanoControlPlane:
 
 
 # --- metrics ----------------------------------------------------------------------------------
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        out.append((m.group(1), dict(_LABEL.findall(m.group(2) or "")), value))
-    return out
+    """(name, labels, value) for every sample, parsed by the kube backend's scraper."""
+    return [(name, labels, value) for name, rows in kube_metrics.parse(text, ("",)).items()
+            for labels, value in rows]
 
 
 def histogram(samples, name: str, **match: str) -> dict[str, float]:
