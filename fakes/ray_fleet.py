@@ -152,18 +152,7 @@ class RayFleet:
         """Graceful Cluster.shutdown, then SIGTERM and SIGKILL to the launcher's whole session."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                try:
-                    self._send(proc, {"op": "stop"})
-                    proc.wait(timeout=grace_s)
-                except (OSError, subprocess.TimeoutExpired, ValueError):
-                    pass
-            kill_session(proc.pid)
-            for f in (proc.stdin, proc.stdout):
-                try:
-                    f and f.close()
-                except OSError:
-                    pass
+            stop_child(proc, grace_s)
         if self._log:
             self._log.close()
             self._log = None
@@ -249,6 +238,23 @@ def session_pids(sid: int) -> list[int]:
         if session == sid and state != "Z":
             found.append(int(d))
     return found
+
+
+def stop_child(proc: subprocess.Popen, grace_s: float) -> None:
+    """Ask a JSON-lines child to stop, wait up to grace_s, then end its session and close its pipes."""
+    try:
+        if proc.poll() is None:
+            proc.stdin.write(b'{"op":"stop"}\n')
+            proc.stdin.flush()
+            proc.wait(timeout=grace_s)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        pass
+    kill_session(proc.pid)
+    for f in (proc.stdin, proc.stdout):
+        try:
+            f and f.close()
+        except OSError:
+            pass
 
 
 def kill_session(sid: int, grace_s: float = 5.0) -> None:

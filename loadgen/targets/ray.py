@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fakes.fleet import stranded_gpus
-from fakes.ray_fleet import RayFleet, kill_session, node_resource
+from fakes.ray_fleet import RayFleet, node_resource, stop_child
 from loadgen.events import Event, Kind
 from loadgen.job import Job
 from loadgen.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
@@ -111,18 +111,7 @@ class RealRay(Target):
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
-            try:
-                if proc.poll() is None:
-                    self._send_to(proc, {"op": "stop"})
-                    proc.wait(timeout=30)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-            kill_session(proc.pid)
-            for f in (proc.stdin, proc.stdout):
-                try:
-                    f and f.close()
-                except OSError:
-                    pass
+            stop_child(proc, 30)
         if self._worker_log:
             self._worker_log.close()
             self._worker_log = None
