@@ -28,7 +28,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not real and not browser and not slow"
 
 bench: $(STAMP)
-	$(BIN)/python -m loadgen.bench
+	$(BIN)/python -m loadgen.bench.run
 
 clean:
 	rm -rf $(VENV) build *.egg-info

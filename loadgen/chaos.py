@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.target import ChaosAction
+from loadgen.model.target import ChaosAction
 
 
 def plan(entries: list[dict], nodes: int, gpus_per_node: int, horizon_s: float, seed: int) -> list[ChaosAction]:

@@ -12,13 +12,13 @@ from typing import Callable
 
 from loadgen import chaos as chaos_mod
 from loadgen import report
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.metrics import summarize
 from loadgen.recorder import Recorder
 from loadgen.runner import run_virtual, run_wall
 from loadgen.scenario import Scenario
 from loadgen.storage import RunStore, new_run_id
-from loadgen.target import TargetContext, target_class
+from loadgen.model.target import TargetContext, target_class
 from loadgen.traces import compress, load_trace
 from loadgen.workload import describe, generate
 

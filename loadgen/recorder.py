@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.events import Event, Kind
-from loadgen.job import Job
-from loadgen.target import Snapshot
+from loadgen.model.events import Event, Kind
+from loadgen.model.job import Job
+from loadgen.model.target import Snapshot
 
 
 class Recorder:

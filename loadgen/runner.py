@@ -10,9 +10,9 @@ import math
 import time
 from typing import Callable
 
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.recorder import Recorder
-from loadgen.target import ChaosAction, ChaosUnsupported, Target
+from loadgen.model.target import ChaosAction, ChaosUnsupported, Target
 
 Progress = Callable[[float], None]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fakes.fleet import Fleet
+from loadgen.model.fleet import Fleet
 from loadgen.schema import DEFAULT_CLASSES, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
 

@@ -108,7 +108,7 @@ SCENARIO = {
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0),
             "cycle_base_ms": Field(NUM, 1.0, lo=0),     # per-pod scheduling cycle cost
             "cycle_per_node_us": Field(NUM, 0.5, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
-            # real backend only (fakes/kube_cluster.py, loadgen/targets/kube.py)
+            # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),
             "node_threads": Field(int, 16, lo=1, hi=256),
@@ -132,7 +132,7 @@ SCENARIO = {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
             },
-            # real backend only (fakes/volcano_cluster.py, loadgen/targets/volcano.py)
+            # real backend only (fakes/volcano/controlplane.py, fakes/volcano/target.py)
             "controller_workers": Field(int, None, lo=1, hi=256, nullable=True),
             "client_threads": Field(int, 8, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
@@ -166,7 +166,7 @@ SCENARIO = {
             "time_limit_factor": Field(NUM, 1.5, lo=1),
             "rpc_ms": Field(NUM, 1.0, lo=0),             # slurmctld work per submit RPC
             "cred_expire_s": Field(NUM, 120.0, lo=0),    # a requeued job waits this long to restart
-            # real backend only (fakes/slurm_fleet.py, loadgen/targets/slurm.py)
+            # real backend only (fakes/slurm/fleet.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),
             "poll_s": Field(NUM, 0.5, lo=0.01),
             "boot_timeout_s": Field(NUM, 1200.0, lo=1),

@@ -12,7 +12,7 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.workload import tenant_names
 
 REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from faker import Faker
 
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.scenario import Scenario
 
 

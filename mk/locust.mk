@@ -19,6 +19,6 @@ locust-headless: $(STAMP)
 
 # Highest open-loop send rate with generator lateness p99.9 < 5 ms, 1 and 2 Locust processes.
 locust-bench: $(STAMP)
-	$(BIN)/python -m loadgen.locust_bench
+	$(BIN)/python -m loadgen.bench.locust
 
 TEST_DEPS += browser-deps

@@ -12,6 +12,6 @@ ray-test: ray-deps
 
 # Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
 ray-bench: ray-deps
-	$(BIN)/python -m loadgen.targets.ray_bench --nodes $(RAY_NODES)
+	$(BIN)/python -m fakes.ray.bench --nodes $(RAY_NODES)
 
 TEST_DEPS += ray-deps

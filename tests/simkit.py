@@ -1,9 +1,9 @@
 """Test helpers: run hand-made jobs through one simulated scheduler."""
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.recorder import Recorder
 from loadgen.runner import run_virtual
 from loadgen.scenario import from_dict
-from loadgen.target import target_class, TargetContext
+from loadgen.model.target import target_class, TargetContext
 
 
 def job(i, members, gpus=8, t=0.0, dur=100.0, tenant="a", cls=None):

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from fakes.sim.volcano import water_fill
-from loadgen.events import Kind
-from loadgen.target import ChaosAction
+from fakes.volcano.sim import water_fill
+from loadgen.model.events import Kind
+from loadgen.model.target import ChaosAction
 from simkit import job, sim
 
 

@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from fakes.fleet import Fleet
-from fakes.kube_cluster import BinariesMissing, leftover_processes, require_binaries
-from loadgen.events import Kind
-from loadgen.job import Job
-from loadgen.target import ChaosAction, TargetContext
+from loadgen.model.fleet import Fleet
+from fakes.kube.cluster import BinariesMissing, leftover_processes, require_binaries
+from loadgen.model.events import Kind
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, TargetContext
 
 pytestmark = pytest.mark.real
 
@@ -30,7 +30,7 @@ def bins():
 
 
 def make_target(run_dir, nodes=100, config=None, control_plane=None, seed=1):
-    from loadgen.targets.kube import RealKube
+    from fakes.kube.target import RealKube
     ctx = TargetContext(fleet=Fleet(nodes=nodes), config={**KUBE_DEFAULTS, **(config or {})},
                         control_plane={"etcd_quota_bytes": 2 * 1024**3, "compaction_interval_s": 300,
                                        "max_requests_inflight": 400, "max_mutating_requests_inflight": 200,

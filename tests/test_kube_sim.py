@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from fakes.sim.kube import num_feasible_nodes_to_find
-from loadgen.events import Kind
-from loadgen.target import ChaosAction
+from fakes.kube.sim import num_feasible_nodes_to_find
+from loadgen.model.events import Kind
+from loadgen.model.target import ChaosAction
 from simkit import job, sim
 
 

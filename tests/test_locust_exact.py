@@ -15,11 +15,11 @@ import gevent
 import numpy as np
 import pytest
 
-from loadgen.locust_collect import Collector, merge_cp
-from loadgen.locust_options import OptionError, settings
-from loadgen.locust_plan import assign_tenants, build
-from loadgen.locust_process import Process
-from loadgen.locust_stats import REPORT, ms, nearest_rank
+from loadgen.locust.collect import Collector, merge_cp
+from loadgen.locust.options import OptionError, settings
+from loadgen.locust.plan import assign_tenants, build
+from loadgen.locust.process import Process
+from loadgen.locust.stats import REPORT, ms, nearest_rank
 from loadgen.metrics import exact_quantile
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from loadgen.job import Job
+from loadgen.model.job import Job
 from loadgen.traces import export_jsonl
-from test_locust_support import LOCUSTFILE, locust_rows, run_locust  # noqa: F401
+from locust_support import LOCUSTFILE, locust_rows, run_locust  # noqa: F401
 
 SERVICE_S = 0.05          # one submission at a time, 50 ms each: 20/s capacity
 RATE = 40.0               # jobs per wall second offered: twice the capacity
@@ -23,8 +23,8 @@ SCALE = 60.0
 
 SLOW_TARGET = f'''
 import threading, time
-from loadgen.events import Event, Kind
-from loadgen.target import Snapshot, Target
+from loadgen.model.events import Event, Kind
+from loadgen.model.target import Snapshot, Target
 
 class SlowTarget(Target):
     """A single-server backend: submit holds one lock for {SERVICE_S} s (gevent-patched under Locust)."""
@@ -56,9 +56,9 @@ class SlowTarget(Target):
 def test_slow_target_keeps_schedule_and_measures_queueing(tmp_path, run_locust):
     (tmp_path / "slowtarget.py").write_text(SLOW_TARGET)
     (tmp_path / "lf.py").write_text(textwrap.dedent('''
-        from loadgen.target import REGISTRY
+        from loadgen.model.target import REGISTRY
         REGISTRY[("kube", "real")] = "slowtarget:SlowTarget"
-        from loadgen.locustfile import *  # noqa: F401,F403
+        from loadgen.locust.locustfile import *  # noqa: F401,F403
     '''))
     n = int(RATE * SEND_S)
     jobs = [Job(id=i, tenant="t0", queue="q", cls="small", members=1, gpus_per_member=1,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_locust_support import LOCUSTFILE, ROOT, free_port, run_locust  # noqa: F401
+from locust_support import LOCUSTFILE, ROOT, free_port, run_locust  # noqa: F401
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from loadgen.events import Kind
+from loadgen.model.events import Kind
 from loadgen.recorder import Recorder
 from loadgen.scenario import from_dict
-from loadgen.target import TargetContext, target_class
+from loadgen.model.target import TargetContext, target_class
 from loadgen import chaos
 from loadgen.workload import generate
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes.fleet import Fleet
-from fakes.ray_fleet import listeners, peers, ray_processes, session_pids
-from loadgen.events import Kind
-from loadgen.job import Job
+from loadgen.model.fleet import Fleet
+from fakes.ray.fleet import listeners, peers, ray_processes, session_pids
+from loadgen.model.events import Kind
+from loadgen.model.job import Job
 from loadgen.recorder import Recorder
 from loadgen.runner import run_wall
-from loadgen.target import ChaosAction, TargetContext
+from loadgen.model.target import ChaosAction, TargetContext
 
 pytestmark = pytest.mark.real
 
@@ -41,7 +41,7 @@ def _ray_or_fail() -> None:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     _ray_or_fail()
-    from loadgen.targets.ray import RealRay
+    from fakes.ray.target import RealRay
     run_dir = tmp_path_factory.mktemp("ray-real")
     ctx = TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), config=dict(CONFIG), control_plane={},
                         seed=7, run_dir=run_dir)
@@ -78,7 +78,7 @@ def bimodal_jobs(n_small: int = 36, n_gangs: int = 8, span_s: float = 30.0, seed
 
 def test_target_module_does_not_import_ray():
     # The Locust driver imports the target in a gevent-patched process: ray must stay out of it.
-    code = ("import sys, loadgen.targets.ray, fakes.ray_fleet; "
+    code = ("import sys, fakes.ray.target, fakes.ray.fleet; "
             "sys.exit(1 if 'ray' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
 

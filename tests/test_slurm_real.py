@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes.fleet import Fleet
-from fakes.slurm_fleet import SlurmMissing, compress, expand, read_sched_config, require_slurm, scheduler_lines
-from loadgen.events import Kind
-from loadgen.job import Job
-from loadgen.target import ChaosAction, ChaosUnsupported, TargetContext
-from loadgen.targets.slurm import RealSlurm, parse_sdiag
+from loadgen.model.fleet import Fleet
+from fakes.slurm.fleet import SlurmMissing, compress, expand, read_sched_config, require_slurm, scheduler_lines
+from loadgen.model.events import Kind
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
+from fakes.slurm.target import RealSlurm, parse_sdiag
 
 NODES = 64
 FAST = {"sched_interval_s": 5, "bf_interval_s": 1, "sched_min_interval_s": 0.5, "bf_resolution_s": 5,

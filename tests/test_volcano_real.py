@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fakes.fleet import Fleet
-from loadgen.events import Kind
-from loadgen.job import Job
-from loadgen.target import ChaosAction, TargetContext
+from loadgen.model.fleet import Fleet
+from loadgen.model.events import Kind
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, TargetContext
 
 NODES = 32
 VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager", "kwok-controller")
@@ -60,7 +60,7 @@ def gang(i: int, tenant: str, members: int, gpus: int, duration_s: float, submit
 
 @pytest.fixture(scope="module")
 def volcano(tmp_path_factory):
-    from loadgen.targets.volcano import RealVolcano
+    from fakes.volcano.target import RealVolcano
     run_dir = tmp_path_factory.mktemp("volcano-real")
     ctx = TargetContext(
         fleet=Fleet(nodes=NODES), seed=7, run_dir=run_dir,
@@ -135,7 +135,7 @@ def test_evicted_member_restarts_the_whole_job(volcano):
 
 @pytest.mark.real
 def test_stop_leaves_no_process(volcano):
-    from fakes.kube_cluster import COMPONENT_NAMES, leftover_processes
+    from fakes.kube.cluster import COMPONENT_NAMES, leftover_processes
     target, run_dir = volcano
     assert target.vc is not None and all(p.alive() for p in target.vc.procs)
     target.stop()
@@ -147,8 +147,8 @@ def test_stop_leaves_no_process(volcano):
 def test_reclaim_takes_gpus_back_for_an_underserved_queue(tmp_path):
     """Queue 'ra' holds the whole fleet; 'rb' (same weight) submits: reclaim evicts ra's pods
     (API churn: evictions + restarts) and rb runs long before ra's jobs would have finished."""
-    from fakes.kube_cluster import COMPONENT_NAMES, leftover_processes
-    from loadgen.targets.volcano import RealVolcano
+    from fakes.kube.cluster import COMPONENT_NAMES, leftover_processes
+    from fakes.volcano.target import RealVolcano
     ctx = TargetContext(fleet=Fleet(nodes=8), seed=3, run_dir=tmp_path,
                         config={"schedule_period_s": 0.5, "actions": ["enqueue", "allocate", "reclaim", "backfill"],
                                 "plugins": ["gang", "priority", "proportion", "drf", "binpack", "predicates",
@@ -180,7 +180,7 @@ def test_reclaim_takes_gpus_back_for_an_underserved_queue(tmp_path):
 # --- what the adapter writes (no cluster) ------------------------------------------------------
 def test_scheduler_conf_names_actions_and_tiers():
     import yaml
-    from fakes.volcano_cluster import scheduler_conf
+    from fakes.volcano.controlplane import scheduler_conf
     conf = yaml.safe_load(scheduler_conf({"actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
                                           "plugins": ["gang", "priority", "proportion", "binpack"],
                                           "gpu_weight": 5}))
@@ -191,7 +191,7 @@ def test_scheduler_conf_names_actions_and_tiers():
 
 
 def test_vcjob_is_one_gang_task_with_restart_on_eviction():
-    from loadgen.targets.volcano import COMPLETE_AFTER, RealVolcano
+    from fakes.volcano.target import COMPLETE_AFTER, RealVolcano
     ctx = TargetContext(fleet=Fleet(nodes=4), config={"queues": {"weights": {"a": 3},
                                                                   "capability_gpus": {"a": 16}}},
                         control_plane={}, seed=0)
@@ -212,7 +212,7 @@ def test_vcjob_is_one_gang_task_with_restart_on_eviction():
 
 
 def test_session_histogram_from_prometheus_text():
-    from fakes.volcano_cluster import scheduler_figures
+    from fakes.volcano.controlplane import scheduler_figures
     text = "\n".join([
         'volcano_e2e_scheduling_latency_milliseconds_bucket{le="5"} 3',
         'volcano_e2e_scheduling_latency_milliseconds_bucket{le="10"} 4',

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fakes.fleet import stranded_gpus
+from loadgen.model.fleet import stranded_gpus
 from fakes.sim.state import ClusterState
-from loadgen.events import Event, Kind
-from loadgen.job import Job
-from loadgen.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
+from loadgen.model.events import Event, Kind
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
 
 
 @dataclass(eq=False)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fakes.sim.base import JobState, SimTarget
 from fakes.sim.controlplane import ControlPlane
-from loadgen.events import Kind
-from loadgen.target import ChaosAction, TargetContext
+from loadgen.model.events import Kind
+from loadgen.model.target import ChaosAction, TargetContext
 
 
 class KubeFamily(SimTarget):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fakes.fleet import Fleet
+from loadgen.model.fleet import Fleet
 
 
 class ClusterState:

@@ -5,7 +5,7 @@ import sys
 import time
 
 from loadgen.scenario import Scenario, load
-from loadgen.target import SCHEDULERS
+from loadgen.model.target import SCHEDULERS
 
 
 class UsageError(Exception):

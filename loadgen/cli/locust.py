@@ -1,7 +1,7 @@
 """gangstorm locust SCENARIO: the Locust driver (web UI, or --headless), results in results/<run-id>/.
 
 A thin layer: validate flags and the scenario here (one-line errors, exit 2), then run
-`python -m locust -f loadgen/locustfile.py ...` in its own process group, bound to 127.0.0.1.
+`python -m locust -f loadgen/locust/locustfile.py ...` in its own process group, bound to 127.0.0.1.
 Locust is never imported in this process (it monkey-patches the interpreter with gevent).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loadgen.cli.common import load_with_overrides, parse_schedulers, positive_float, positive_int
 
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"
 _TIMESPAN = re.compile(r"^\s*(?:\d+\s*)$|^\s*(?:\d+h)?\s*(?:\d+m(?:in)?)?\s*(?:\d+s)?\s*$")
 
 

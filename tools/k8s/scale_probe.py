@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/k8s/scale_probe.py --nodes 10000 --pods 2000 [--out results/kube-scale.json]
 
-Starts the real control plane (fakes/kube_cluster.py), registers N fake 8-GPU nodes with a
+Starts the real control plane (fakes/kube/cluster.py), registers N fake 8-GPU nodes with a
 concurrent client, waits until KWOK reports them Ready, samples each component's RSS, then
 creates P single-GPU pods as fast as the client can and reports pods bound per second (from the
 one namespace watch). Everything is stopped at the end, also on Ctrl-C.
@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fakes.fleet import Fleet  # noqa: E402
-from fakes.kube_cluster import ClusterSpec, KubeCluster  # noqa: E402
-from loadgen.targets.kube import scheduler_config  # noqa: E402
+from loadgen.model.fleet import Fleet  # noqa: E402
+from fakes.kube.cluster import ClusterSpec, KubeCluster  # noqa: E402
+from fakes.kube.target import scheduler_config  # noqa: E402
 
 
 def rss_mib(pid: int) -> float:

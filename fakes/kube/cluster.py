@@ -1,0 +1,427 @@
+"""Launch a real Kubernetes control plane on KWOK fake nodes, all on 127.0.0.1.
+
+`kwokctl create cluster --runtime binary` starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler (optional) and the kwok controller from binaries built by `make k8s-bins`
+(Go modules, no release downloads). Each of those runs in its own session (kwokctl forks them
+with setsid); this module records their pids and stops every process group on stop(), on
+interpreter exit and on failure. Extra components (Volcano's scheduler/controllers, ...) are
+started with add_component() and stopped the same way.
+
+    spec = ClusterSpec(name="gs", workdir=run_dir / "kube", scheduler=True)
+    with KubeCluster(spec) as cluster:
+        cluster.url, cluster.kubeconfig, cluster.etcd_url
+        cluster.add_component("vc-scheduler", [bin_dir / "vc-scheduler", "--kubeconfig", ...])
+        cluster.create_nodes(fleet)          # KWOK nodes, concurrent client
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+KWOK_CONFIG = REPO / "kwok-config"
+BINARIES = ("kwok", "kwokctl", "etcd", "etcdctl", "kube-apiserver", "kube-scheduler",
+            "kube-controller-manager")
+# Process names tests check for leftovers (kwokctl forks the controller as "kwok").
+COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
+                   "kwok-controller")
+
+
+def default_bin_dir() -> Path:
+    return Path(os.environ.get("GANGSTORM_BIN_DIR", Path.home() / ".cache/gangstorm/bin"))
+
+
+class BinariesMissing(RuntimeError):
+    pass
+
+
+def require_binaries(bin_dir: Path | None = None, names: Iterable[str] = BINARIES) -> Path:
+    bin_dir = Path(bin_dir or default_bin_dir())
+    missing = [n for n in names if not os.access(bin_dir / n, os.X_OK)]
+    if missing:
+        raise BinariesMissing(
+            f"missing {', '.join(missing)} in {bin_dir}: run `make k8s-bins` "
+            "(builds kwok, etcd and Kubernetes from Go modules into $GANGSTORM_BIN_DIR)")
+    return bin_dir
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Component:
+    """A process started next to the cluster (own session, stopped with the cluster)."""
+    name: str
+    argv: list[str]
+    env: dict[str, str] | None = None
+    log: Path | None = None
+
+
+@dataclass
+class ClusterSpec:
+    name: str
+    workdir: Path                                  # kwokctl state, logs, generated configs
+    bin_dir: Path | None = None
+    scheduler: bool = True                         # start kube-scheduler (Volcano sets False)
+    scheduler_config: dict[str, Any] | None = None  # KubeSchedulerConfiguration (kubeconfig filled in)
+    controller_manager: bool = True
+    etcd_quota_bytes: int = 2 * 1024**3
+    apiserver_args: dict[str, str] = field(default_factory=dict)   # extra --key=value
+    scheduler_args: dict[str, str] = field(default_factory=dict)
+    etcd_args: dict[str, str] = field(default_factory=dict)       # e.g. {"unsafe-no-fsync": "true"}
+    stages: Path | None = None                     # Stage documents; default kwok-config/stages.yaml
+    extra_configs: list[Path] = field(default_factory=list)  # more kwokctl --config documents
+    start_timeout_s: float = 180.0
+
+
+class KubeCluster:
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        self.bin_dir = require_binaries(spec.bin_dir)
+        self.workdir = Path(spec.workdir).resolve()
+        self.kwok_workdir = self.workdir / "kwok"
+        self.ports = {k: free_port() for k in ("apiserver", "etcd", "etcd_peer", "scheduler",
+                                               "controller_manager", "kwok")}
+        self.url = f"https://127.0.0.1:{self.ports['apiserver']}"
+        self.etcd_url = f"http://127.0.0.1:{self.ports['etcd']}"
+        self.scheduler_metrics_url = f"https://127.0.0.1:{self.ports['scheduler']}/metrics"
+        self.kubeconfig: Path | None = None
+        self.extra: dict[str, subprocess.Popen] = {}
+        self.started_s: float | None = None   # seconds kwokctl create took
+        self._pids: dict[str, int] = {}
+        self.restarts: list[dict] = []
+        self._stopped = True
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> "KubeCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.kwok_workdir / "clusters" / self.spec.name
+
+    def kwokctl(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ, KWOK_WORKDIR=str(self.kwok_workdir))
+        # no_proxy: certificates and health checks must never leave 127.0.0.1
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        return subprocess.run([str(self.bin_dir / "kwokctl"), "--name", self.spec.name, *args],
+                              env=env, capture_output=True, text=True, timeout=timeout,
+                              check=check, start_new_session=True)
+
+    def start(self) -> "KubeCluster":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        stages = self.spec.stages or KWOK_CONFIG / "stages.yaml"
+        args = ["create", "cluster", "--config", str(config), "--config", str(stages),
+                "--kubeconfig", ""]
+        for extra in self.spec.extra_configs:
+            args += ["--config", str(extra)]
+        self._stopped = False
+        atexit.register(self.stop)
+        _exit_on_sigterm()
+        t0 = time.monotonic()
+        try:
+            out = self.kwokctl(*args, timeout=self.spec.start_timeout_s, check=False)
+            (self.workdir / "kwokctl-create.log").write_text(out.stdout + out.stderr)
+            self._read_pids()
+            if out.returncode != 0:
+                raise RuntimeError(f"kwokctl create cluster failed ({out.returncode}); "
+                                   f"see {self.workdir / 'kwokctl-create.log'}:\n{out.stderr[-2000:]}")
+            self.kubeconfig = self.cluster_dir / "kubeconfig.yaml"
+            self._wait_ready(t0)
+            time.sleep(1.0)
+            self.revive()
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.monotonic() - t0
+        return self
+
+    def _write_config(self) -> Path:
+        docs = list(yaml.safe_load_all((KWOK_CONFIG / "kwokctl.yaml").read_text()))
+        kwokctl = next(d for d in docs if d["kind"] == "KwokctlConfiguration")
+        s, b, p = self.spec, self.bin_dir, self.ports
+        opts = kwokctl.setdefault("options", {})
+        opts.update({
+            "kubeApiserverBinary": str(b / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(b / "kube-scheduler"),
+            "kwokControllerBinary": str(b / "kwok"),
+            "etcdBinary": str(b / "etcd"),
+            "etcdctlBinary": str(b / "etcdctl"),
+            "kubeApiserverPort": p["apiserver"], "etcdPort": p["etcd"], "etcdPeerPort": p["etcd_peer"],
+            "kubeSchedulerPort": p["scheduler"], "kubeControllerManagerPort": p["controller_manager"],
+            "kwokControllerPort": p["kwok"],
+            "etcdQuotaBackendSize": str(int(s.etcd_quota_bytes)),
+            "disableKubeScheduler": not s.scheduler,
+            "disableKubeControllerManager": not s.controller_manager,
+            "cacheDir": str(self.workdir / "cache"),
+        })
+        if s.scheduler and s.scheduler_config:
+            path = self.workdir / "scheduler-config.yaml"
+            path.write_text(yaml.safe_dump(s.scheduler_config, sort_keys=False))
+            opts["kubeSchedulerConfig"] = str(path)
+        patches = {c["name"]: c for c in kwokctl.setdefault("componentsPatches", [])}
+        for comp, extra in (("kube-apiserver", s.apiserver_args), ("kube-scheduler", s.scheduler_args),
+                            ("etcd", s.etcd_args)):
+            if extra:
+                patch = patches.setdefault(comp, {"name": comp})
+                patch.setdefault("extraArgs", []).extend(
+                    {"key": k, "value": str(v)} for k, v in extra.items())
+        kwokctl["componentsPatches"] = list(patches.values())
+        out = self.workdir / "kwokctl-config.yaml"
+        out.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        return out
+
+    def _read_pids(self) -> None:
+        pid_dir = self.cluster_dir / "pids"
+        if pid_dir.is_dir():
+            for f in pid_dir.glob("*.pid"):
+                try:
+                    self._pids[f.stem] = int(f.read_text().strip())
+                except ValueError:
+                    pass
+
+    def _wait_ready(self, t0: float) -> None:
+        client = self.api_client()
+        deadline = t0 + self.spec.start_timeout_s
+        while True:
+            try:
+                if get_text(client, "/readyz").strip() == "ok":
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kube-apiserver at {self.url} not ready after {self.spec.start_timeout_s}s")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            atexit.unregister(self.stop)
+        except Exception:
+            pass
+        for name, proc in list(self.extra.items()):
+            _kill_group(proc.pid)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._read_pids()
+        logs = self.cluster_dir / "logs"
+        if logs.is_dir():      # kwokctl delete removes the cluster dir; keep the logs in the run
+            shutil.copytree(logs, self.workdir / "logs", dirs_exist_ok=True)
+        try:
+            self.kwokctl("delete", "cluster", timeout=60, check=False)
+        except Exception:
+            pass
+        for pid in self._pids.values():     # whatever kwokctl left behind
+            _kill_group(pid)
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def add_component(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+                      log: Path | None = None) -> subprocess.Popen:
+        """Start one more process against this cluster; stopped (by process group) in stop()."""
+        log = log or self.workdir / f"{name}.log"
+        fh = open(log, "ab")
+        proc = subprocess.Popen([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})}, start_new_session=True,
+                                cwd=self.workdir)
+        fh.close()
+        self.extra[name] = proc
+        return proc
+
+    def dead(self) -> list[str]:
+        """Components that were started and are no longer running."""
+        return [n for n, p in self.pids().items() if not _alive(p)]
+
+    def revive(self, attempts: int = 3) -> None:
+        """Restart components that exited (kwokctl start only forks the dead ones). On a loaded
+        machine kwok or the controller-manager can give up waiting for the apiserver at start-up;
+        each restart is recorded in self.restarts so a report can show it."""
+        for _ in range(attempts):
+            dead = self.dead()
+            if not dead:
+                return
+            self.restarts.append({"components": dead, "at_s": round(time.monotonic(), 1)})
+            self.kwokctl("start", "cluster", timeout=120, check=False)
+            self._read_pids()
+            time.sleep(2.0)
+        self.check_alive()
+
+    def check_alive(self) -> None:
+        dead = self.dead()
+        if dead:
+            tails = []
+            for n in dead:
+                log = self.cluster_dir / "logs" / f"{n}.log"
+                if log.exists():
+                    tails.append(f"--- {n}: " + log.read_text(errors="replace")[-600:])
+            raise RuntimeError(f"cluster component(s) exited: {', '.join(dead)}\n" + "\n".join(tails))
+
+    def pids(self) -> dict[str, int]:
+        self._read_pids()
+        return {**self._pids, **{n: p.pid for n, p in self.extra.items()}}
+
+    def api_client(self, qps_threads: int = 16):
+        """A kubernetes.client.ApiClient on the admin kubeconfig (client certs)."""
+        from kubernetes import client as k8s, config as k8s_config
+        cfg = k8s.Configuration()
+        k8s_config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
+        cfg.connection_pool_maxsize = max(qps_threads, 4)
+        cfg.proxy = None
+        return k8s.ApiClient(cfg)
+
+    def admin_cert(self) -> tuple[str, str, str]:
+        """(ca, cert, key) paths for raw HTTPS scrapes of component /metrics."""
+        pki = self.cluster_dir / "pki"
+        return str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key")
+
+    def etcdctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.bin_dir / "etcdctl"), f"--endpoints={self.etcd_url}", *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True, env={**os.environ, "ETCDCTL_API": "3"})
+
+    def create_nodes(self, fleet, threads: int = 16, first: int = 0, count: int | None = None) -> float:
+        """Register fleet nodes first..first+count as KWOK nodes; returns seconds taken."""
+        from kubernetes import client as k8s
+        count = fleet.nodes - first if count is None else count
+        api = k8s.CoreV1Api(self.api_client(threads))
+        t0 = time.monotonic()
+
+        def one(i: int) -> None:
+            for attempt in range(5):
+                try:
+                    api.create_node(node_body(fleet, i), _request_timeout=60)
+                    return
+                except k8s.ApiException as e:
+                    if e.status == 409:
+                        return
+                    if e.status not in (429, 500, 503, 504) or attempt == 4:
+                        raise
+                time.sleep(0.5 * (attempt + 1))
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(first, first + count)))
+        return time.monotonic() - t0
+
+
+def node_body(fleet, i: int) -> dict:
+    cap = {"cpu": str(fleet.cpus_per_node), "memory": f"{fleet.memory_gib_per_node}Gi",
+           "nvidia.com/gpu": str(fleet.gpus_per_node), "pods": "110"}
+    name = fleet.node_name(i)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                     "labels": {"type": "kwok", "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                **fleet.node_labels(i)}},
+        "spec": {"taints": []},
+        "status": {"capacity": cap, "allocatable": cap},
+    }
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (timeout, CI cancel) becomes SystemExit so finally blocks and atexit stop the
+    cluster; only when nobody else installed a handler and we are on the main thread."""
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    except ValueError:    # not the main thread
+        pass
+
+
+def get_text(api_client, path: str, timeout: float = 10) -> str:
+    """GET a non-resource path (/readyz, /metrics) through an ApiClient (its certs, no proxy)."""
+    resp = api_client.rest_client.pool_manager.request(
+        "GET", api_client.configuration.host + path, timeout=timeout, retries=False)
+    if resp.status != 200:
+        raise RuntimeError(f"GET {path}: HTTP {resp.status}")
+    return resp.data.decode()
+
+
+def _kill_group(pid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM the process group of pid (each component leads its own session), then SIGKILL."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    targets = [pgid] if pgid == pid else []
+    try:
+        if targets:
+            os.killpg(pgid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            break
+        time.sleep(0.1)
+    try:
+        if targets:
+            os.killpg(pgid, signal.SIGKILL)
+        elif _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:   # a zombie counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def leftover_processes(names: Iterable[str] = COMPONENT_NAMES, under: Path | None = None) -> list[str]:
+    """Running processes whose executable basename is one of names (optionally with a cmdline
+    mentioning `under`): what tests assert is empty after a cluster stopped."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if not argv or not argv[0] or stat.split(") ", 1)[1][0] == "Z":
+            continue
+        exe = os.path.basename(argv[0].decode(errors="replace"))
+        cmd = b" ".join(argv).decode(errors="replace")
+        if exe in names and (under is None or str(under) in cmd):
+            found.append(f"{d.name} {cmd[:160]}")
+    return found
+
+
+def which_bin(name: str) -> str | None:
+    path = default_bin_dir() / name
+    return str(path) if path.exists() else shutil.which(name)

@@ -1,0 +1,270 @@
+"""Simulated kube-scheduler: one pod at a time, no gang semantics unless coscheduling is on.
+
+Mechanisms modeled (the ones that matter at 10k nodes):
+- PrioritySort activeQ; pods of one job sit together, so a job's pending pods form one entry.
+- Filter walks nodes from a rotating start index and stops after numFeasibleNodesToFind
+  (percentageOfNodesToScore: adaptive 50 - nodes/125, floor 5%, at least 100 nodes); only
+  those are scored. An infeasible pod costs a walk over every node.
+- NodeResourcesFit scoring: LeastAllocated / MostAllocated / BalancedAllocation over cpu and
+  nvidia.com/gpu (weight gpu_weight); ties broken at random, as selectHost does.
+- The binding cycle is asynchronous but goes through the client rate limiter (api_qps/burst),
+  as do status patches for unschedulable pods.
+- Unschedulable pods wait until a release could fit them (queueing hints), with per-pod
+  exponential backoff. Without gang semantics a gang's pods bind independently, so partial
+  gangs hold GPUs while they wait for the rest.
+- coscheduling (scheduler-plugins): pods wait in Permit, holding their reservation, until
+  minMember are reserved; on permit_timeout_s the whole group is rejected and backs off.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from fakes.sim.base import JobState
+from fakes.sim.controlplane import TokenBucket
+from fakes.sim.kubefamily import KubeFamily
+from loadgen.model.target import TargetContext
+
+MIN_FEASIBLE_NODES = 100
+MIN_PERCENT = 5
+
+
+def num_feasible_nodes_to_find(nodes: int, percentage: int | None) -> int:
+    """kube-scheduler's numFeasibleNodesToFind."""
+    if nodes < MIN_FEASIBLE_NODES or percentage == 100:
+        return nodes
+    pct = percentage if percentage else max(50 - nodes // 125, MIN_PERCENT)
+    return min(nodes, max(nodes * pct // 100, MIN_FEASIBLE_NODES))
+
+
+class SimKube(KubeFamily):
+    name = "kube"
+    restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
+
+    def __init__(self, ctx: TargetContext):
+        super().__init__(ctx)
+        c = self.cfg
+        self.to_find = num_feasible_nodes_to_find(self.fleet.nodes, c["percentage_of_nodes_to_score"])
+        self.start_index = 0
+        self.limiter = TokenBucket(c["api_qps"], c["api_burst"])
+        self.queue: list = []                       # (-priority, queued_at, seq, job_id)
+        self.unschedulable: dict[int, dict[int, JobState]] = {}   # gpus per member -> jobs
+        self.busy_until = 0.0
+        self.tick_pending = False
+        self.coscheduling = bool(c["coscheduling"])
+        self.cycle_ms = []
+        self._seqn = 0
+
+    # --- queueing -----------------------------------------------------------------------
+    def _enqueue(self, js: JobState, t: float) -> None:
+        js.extra.update(assumed=0, reserved=0, attempts=0, queued=False, patched=False)
+        self._activate(js, t)
+
+    def _activate(self, js: JobState, t: float) -> None:
+        if js.extra["queued"] or js.done or self._pending_pods(js) == 0:
+            return
+        js.extra["queued"] = True
+        self._seqn += 1
+        heapq.heappush(self.queue, (-js.job.priority, js.job.submit_s, self._seqn, js.job.id))
+        self._kick(t)
+
+    def _pending_pods(self, js: JobState) -> int:
+        return js.job.members - js.bound - js.extra["assumed"] - js.extra["reserved"]
+
+    def _kick(self, t: float) -> None:
+        if not self.tick_pending and self.queue:
+            self.tick_pending = True
+            self._at(max(t, self.busy_until), self._tick)
+
+    def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
+        js.extra["queued"] = False
+        self._activate(js, t)
+
+    def _park(self, js: JobState, t: float) -> None:
+        """Unschedulable: wait for a release that could fit it, after backoff."""
+        js.extra["attempts"] += 1
+        js.extra["failed_at"] = t
+        if not js.extra["patched"]:       # PodScheduled=False condition, one patch per pod
+            js.extra["patched"] = True
+            for _ in range(self._pending_pods(js)):
+                self.limiter.acquire(t)
+                self._api_write(t, 500)
+        self.unschedulable.setdefault(js.job.gpus_per_member, {})[js.job.id] = js
+
+    def _on_release(self, t: float) -> None:
+        for g in list(self.unschedulable):
+            if self.state.count_ge(g) == 0 or not self.state.up.any():
+                continue
+            for js in self.unschedulable.pop(g).values():
+                if js.done:
+                    continue
+                c = self.cfg
+                backoff = min(c["pod_initial_backoff_s"] * 2 ** min(js.extra["attempts"] - 1, 30), c["pod_max_backoff_s"])
+                ready = js.extra.get("failed_at", t) + backoff
+                if ready <= t:
+                    js.extra["queued"] = False
+                    self._activate(js, t)
+                else:
+                    self._at(ready, self._backoff_done, js)
+
+    def _backoff_done(self, t: float, js: JobState) -> None:
+        js.extra["queued"] = False
+        self._activate(js, t)
+
+    # --- the scheduling cycle -----------------------------------------------------------
+    def _cycle_s(self, examined: int) -> float:
+        return (self.cfg["cycle_base_ms"] + self.cfg["cycle_per_node_us"] * examined / 1000.0) / 1000.0
+
+    def _tick(self, t: float) -> None:
+        self.tick_pending = False
+        clock = max(t, self.busy_until)
+        # Attempts that cannot succeed (no node has room for one member) change nothing but the
+        # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
+        horizon = self._timers[0][0] if self._timers else float("inf")
+        while self.queue:
+            _, _, _, jid = heapq.heappop(self.queue)
+            js = self.jobs[jid]
+            js.extra["queued"] = False
+            if js.done or self._pending_pods(js) == 0:
+                continue
+            hopeless = self.state.count_ge(js.job.gpus_per_member) == 0
+            clock = self._attempt(js, clock)
+            if not hopeless or clock >= horizon:
+                break
+        self.busy_until = clock
+        self._kick(clock)
+
+    def _candidates(self, g: int, c: int) -> tuple[np.ndarray, int]:
+        """First to_find feasible nodes from the rotating start index, and nodes examined.
+
+        Walks the nodes in chunks from the start index, as the scheduler does, so a fleet with
+        plenty of room costs O(to_find) rather than O(nodes).
+        """
+        n = self.fleet.nodes
+        s = self.state
+        chunk = max(2 * self.to_find, 1024)
+        found: list[np.ndarray] = []
+        have = 0
+        pos = self.start_index
+        walked = 0
+        while walked < n and have < self.to_find:
+            size = min(chunk, n - walked)
+            lo = pos
+            hi = min(lo + size, n)
+            idx = lo + np.flatnonzero((s.free_gpus[lo:hi] >= g) & (s.free_cpus[lo:hi] >= c) & s.up[lo:hi])
+            found.append(idx)
+            have += len(idx)
+            walked += hi - lo
+            pos = hi % n
+        order = np.concatenate(found)[: self.to_find] if found else np.zeros(0, dtype=np.int64)
+        if len(order) == 0:
+            return order, n
+        examined = n if len(order) < self.to_find else (int(order[-1]) - self.start_index) % n + 1
+        self.start_index = (self.start_index + examined) % n
+        return order, examined
+
+    def _score(self, nodes: np.ndarray, g: int, c: int) -> int:
+        s = self.state
+        gw, cw = self.cfg["gpu_weight"], 1
+        mode = self.cfg["scoring"]
+        if mode == "balanced_allocation":
+            gpu_used = (s.gpn - (s.free_gpus[nodes] - g)) / s.gpn
+            cpu_used = (s.cpn - (s.free_cpus[nodes] - c)) / s.cpn
+            score = -np.abs(gpu_used - cpu_used)
+        else:
+            # LeastAllocated = weighted mean of free fractions after placing the pod; that is an
+            # increasing linear function of gw*cpn*free_gpus + cw*gpn*free_cpus, so compare that
+            # in integers. MostAllocated is its mirror image.
+            score = (gw * s.cpn) * s.free_gpus[nodes].astype(np.int64) + (cw * s.gpn) * s.free_cpus[nodes]
+            if mode == "most_allocated":
+                score = -score
+        best = np.flatnonzero(score == score.max())
+        return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
+
+    def _attempt(self, js: JobState, clock: float) -> float:
+        g, c = js.job.gpus_per_member, js.job.cpus_per_member
+        pods = self._pending_pods(js)
+        for i in range(pods):
+            if self.state.count_ge(g) == 0:
+                # Every remaining pod of this job walks all nodes and fails.
+                clock += self._cycle_s(self.fleet.nodes) * (pods - i)
+                self._count("failed_attempts", pods - i)
+                self._park(js, clock)
+                break
+            nodes, examined = self._candidates(g, c)
+            clock += self._cycle_s(examined)
+            self.cycle_ms.append(self._cycle_s(examined) * 1000)
+            if len(nodes) == 0:
+                self._count("failed_attempts", pods - i)
+                self._park(js, clock)
+                break
+            node = self._score(nodes, g, c)
+            self.state.take(js.job.id, node, g, c)
+            self._count("scheduled_pods")
+            if self.coscheduling:
+                js.extra["reserved"] += 1
+                self._permit(js, clock)
+            else:
+                js.extra["assumed"] += 1
+                self._at(self.limiter.acquire(clock) + self.cpcfg["write_ms"] / 1000.0, self._bound, js)
+        return clock
+
+    def _bound(self, t: float, js: JobState) -> None:
+        if js.done or js.extra["assumed"] == 0:
+            return
+        js.extra["assumed"] -= 1
+        if not self._api_write(t, self.pod_bytes):
+            # Binding refused (etcd NOSPACE): the scheduler forgets the pod; it goes back to the queue.
+            held = self.state.holdings.get(js.job.id, [])
+            if held:
+                self.state.give_back(js.job.id, held[-1][0])
+            self._count("bind_refused")
+            self._park(js, t)
+            return
+        self._count("binds")
+        self._bind(js, t, 1)
+
+    # --- coscheduling -------------------------------------------------------------------
+    def _permit(self, js: JobState, t: float) -> None:
+        if js.bound + js.extra["reserved"] >= js.job.min_available:
+            n = js.extra["reserved"]
+            js.extra["reserved"] = 0
+            js.extra["assumed"] += n
+            js.extra.pop("permit_since", None)
+            for _ in range(n):
+                self._at(self.limiter.acquire(t) + self.cpcfg["write_ms"] / 1000.0, self._bound, js)
+            return
+        if "permit_since" not in js.extra:
+            js.extra["permit_since"] = t
+            js.extra["permit_round"] = js.extra.get("permit_round", 0) + 1
+            self._at(t + self.cfg["permit_timeout_s"], self._permit_timeout, js, js.extra["permit_round"])
+
+    def _permit_timeout(self, t: float, js: JobState, round_: int) -> None:
+        if js.done or js.extra.get("permit_round") != round_ or "permit_since" not in js.extra:
+            return
+        js.extra.pop("permit_since")
+        js.extra["reserved"] = 0
+        self.state.give_back(js.job.id)
+        self._count("permit_timeouts")
+        self._park(js, t)
+        self._on_release(t)
+
+    # --- observation --------------------------------------------------------------------
+    def snapshot(self, now: float):
+        snap = super().snapshot(now)
+        snap.control_plane.update(
+            pending_pods=sum(self._pending_pods(js) for js in self.waiting.values() if "assumed" in js.extra),
+            permit_waiting_gpus=sum(js.extra.get("reserved", 0) * js.job.gpus_per_member
+                                    for js in self.waiting.values()))
+        return snap
+
+    def control_plane(self) -> dict:
+        cyc = np.array(self.cycle_ms) if self.cycle_ms else np.zeros(1)
+        return {**super().control_plane(),
+                "num_feasible_nodes_to_find": self.to_find,
+                "scheduling_cycle_ms_mean": round(float(cyc.mean()), 4),
+                "scheduling_cycle_ms_p99": round(float(np.quantile(cyc, 0.99, method="inverted_cdf")), 4),
+                "api_qps": self.cfg["api_qps"], "api_burst": self.cfg["api_burst"],
+                "coscheduling": self.coscheduling}

@@ -1,0 +1,287 @@
+"""The Ray driver process behind RealRay: the only process of a run that imports ray.
+
+Run as `python -m fakes.ray.driver ADDRESS` with the fleet's environment. It reads one
+JSON command per stdin line and writes one JSON message per stdout line. It is a plain
+subprocess rather than a multiprocessing child because a 'spawn' child re-imports the parent's
+__main__, which under Locust imports locust and gevent-monkey-patches the child: the Ray client
+then hangs.
+
+Commands (parent -> worker):
+  {"op":"origin","mono":M}                 run start on the shared CLOCK_MONOTONIC
+  {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D}
+  {"op":"prefill","id":K,"bundles":[...],"hold_s":D|null}   pinned groups (STRICT_PACK)
+  {"op":"evict","id":J}                    remove J's group and create it again (whole gang)
+  {"op":"node_dead","node_id":H,"t":T}     a raylet was killed at T: watch the groups it held
+  {"op":"stop"}
+Messages (worker -> parent):
+  {"ev":"ready","id":J,"t":T,"nodes":[node_id per bundle],"sched_ms":..,"e2e_ms":..,"attempts":..}
+  {"ev":"finished","id":J,"t":T}
+  {"ev":"lost","id":J,"t":T,"nodes":[...],"state":S}    (after node_dead)
+  {"ev":"failed","id":J,"t":T,"reason":R}
+  {"ev":"cp","t":T,...}                    control-plane sample, about once a second
+  {"ev":"error","error":E} / {"ev":"stopped"}
+Timestamps are seconds since the run's origin, taken in this process when Ray reports.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+HEAD_NAME = "ray-head"      # the resource-less head node fakes/ray/fleet.py starts
+CP_EVERY_S = 1.0
+TABLE_EVERY_S = 10.0
+WATCH_EVERY_S = 0.2
+
+
+class Worker:
+    def __init__(self, address: str, out):
+        import ray
+        from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+        self.ray = ray
+        self._pg, self._table, self._remove = placement_group, placement_group_table, remove_placement_group
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING",
+                 configure_logging=True, include_dashboard=False)
+        self.out = out
+        self.out_lock = threading.Lock()
+        self.q: queue.Queue = queue.Queue()
+        self.origin = time.monotonic()
+        self.groups: dict[int, dict[str, Any]] = {}     # id -> {pg, spec, state, end, token, nodes}
+        self.timers: list[tuple[float, int, int]] = []  # (end mono, id, token)
+        self.watch: dict[int, float] = {}                # id -> node-kill time (run seconds)
+        self.created = 0
+        self.removed = 0
+        self.gcs_states: dict[str, int] = {}
+        self.next_table = 0.0
+        self.dead_nodes: set[str] = set()     # killed raylets
+        self.dead_unseen: set[str] = set()    # ... the GCS has not marked dead yet
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    def send(self, **msg: Any) -> None:
+        with self.out_lock:
+            self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+            self.out.flush()
+
+    # -- groups -----------------------------------------------------------------------------
+    def create(self, gid: int, spec: dict[str, Any]) -> None:
+        g = self.groups.get(gid) or {"spec": spec, "token": 0}
+        g["token"] += 1
+        token = g["token"]
+        g.update(state="pending", nodes=[], end=None)
+        g["pg"] = self._pg(spec["bundles"], strategy=spec["strategy"], name=f"gs-{gid}")
+        self.groups[gid] = g
+        fut = g["pg"].ready().future()
+        fut.add_done_callback(lambda f, gid=gid, token=token: self.q.put(("ready", gid, token, self.now(), f)))
+
+    def on_ready(self, gid: int, token: int, t: float, fut) -> None:
+        g = self.groups.get(gid)
+        if g is None or g["token"] != token or g["state"] != "pending":
+            return
+        if fut.exception() is not None:
+            g["state"] = "done"
+            self.send(ev="failed", id=gid, t=t, reason=f"ready: {fut.exception()!r}"[:200])
+            return
+        row = self._table(g["pg"])
+        g["nodes"] = [row["bundles_to_node_id"][i] for i in sorted(row["bundles_to_node_id"])]
+        g["state"] = "held"
+        self.created += 1
+        hold = g["spec"].get("hold_s")
+        if hold is not None:
+            g["end"] = time.monotonic() + hold
+            heapq.heappush(self.timers, (g["end"], gid, token))
+        st = row.get("stats", {})
+        self.send(ev="ready", id=gid, t=t, nodes=g["nodes"], sched_ms=st.get("scheduling_latency_ms"),
+                  e2e_ms=st.get("end_to_end_creation_latency_ms"), attempts=st.get("scheduling_attempt"))
+
+    def remove(self, gid: int) -> None:
+        g = self.groups.get(gid)
+        if g is None or "pg" not in g:
+            return
+        try:
+            self._remove(g["pg"])
+            self.removed += 1
+        except Exception as e:  # noqa: BLE001 - the GCS may already have dropped it
+            self.send(ev="error", error=f"remove gs-{gid}: {e!r}"[:300])
+        g.pop("pg", None)
+
+    def finish_due(self) -> None:
+        mono = time.monotonic()
+        while self.timers and self.timers[0][0] <= mono:
+            _, gid, token = heapq.heappop(self.timers)
+            g = self.groups.get(gid)
+            if g is None or g["token"] != token or g["state"] != "held":
+                continue
+            self.remove(gid)
+            g["state"] = "done"
+            self.send(ev="finished", id=gid, t=self.now())
+            self.groups.pop(gid, None)
+            self.watch.pop(gid, None)
+
+    def evict(self, gid: int) -> None:
+        g = self.groups.get(gid)
+        if g is None or g["state"] == "done":
+            return
+        self.remove(gid)
+        self.send(ev="lost", id=gid, t=self.now(), nodes=g["nodes"], state="REMOVED", reason="evicted")
+        self.watch.pop(gid, None)
+        self.create(gid, g["spec"])
+
+    def node_dead(self, node_id: str, t: float) -> None:
+        self.dead_nodes.add(node_id)
+        self.dead_unseen.add(node_id)
+        for gid, g in self.groups.items():
+            if g["state"] == "held" and node_id in g["nodes"]:
+                g["state"] = "lost"
+                self.watch[gid] = t
+                lost = [i for i, n in enumerate(g["nodes"]) if n == node_id]
+                self.send(ev="lost", id=gid, t=t, nodes=g["nodes"], lost=lost, state="CREATED",
+                          reason="node-failure")
+
+    def poll_watched(self) -> None:
+        """Groups that lost a node: wait for the GCS to reschedule them (or drop them)."""
+        for gid in list(self.watch):
+            g = self.groups.get(gid)
+            if g is None or "pg" not in g:
+                self.watch.pop(gid, None)
+                continue
+            row = self._table(g["pg"])
+            state = row.get("state")
+            g.setdefault("seen", set()).add(state)
+            if state == "REMOVED":
+                self.watch.pop(gid, None)
+                g["state"] = "done"
+                self.send(ev="failed", id=gid, t=self.now(), reason="pg-removed-after-node-failure")
+            elif state == "CREATED" and not set(row["bundles_to_node_id"].values()) & self.dead_nodes:
+                self.watch.pop(gid, None)
+                g["state"] = "pending"
+                self.q.put(("ready", gid, g["token"], self.now(), _Done()))
+
+    def control_plane(self) -> None:
+        try:
+            nodes = self.ray.nodes()
+            if time.monotonic() >= self.next_table:
+                # The GCS table keeps removed groups too: reading it all costs more as a run goes.
+                t0 = time.monotonic()
+                states: dict[str, int] = {}
+                for row in self._table().values():
+                    states[row["state"]] = states.get(row["state"], 0) + 1
+                    if row["state"] == "PENDING" and row.get("stats", {}).get("scheduling_state") == "INFEASIBLE":
+                        states["INFEASIBLE"] = states.get("INFEASIBLE", 0) + 1
+                self.gcs_states = states
+                self.next_table = time.monotonic() + max(TABLE_EVERY_S, 20 * (time.monotonic() - t0))
+        except Exception as e:  # noqa: BLE001
+            self.send(ev="error", error=f"cp: {e!r}"[:300])
+            return
+        states = self.gcs_states
+        fleet = [n for n in nodes if n.get("NodeName") != HEAD_NAME]
+        alive = [n for n in fleet if n.get("Alive")]
+        for n in fleet:
+            if not n.get("Alive") and n.get("NodeID") in self.dead_unseen:
+                self.dead_unseen.discard(n["NodeID"])
+                self.send(ev="node_marked_dead", node_id=n["NodeID"], t=self.now())
+        self.send(ev="cp", t=self.now(), raylets_alive=len(alive), raylets_dead=len(fleet) - len(alive),
+                  gpus_alive=sum(int(n.get("Resources", {}).get("GPU", 0)) for n in alive),
+                  gcs_groups=states, groups_created=self.created, groups_removed=self.removed)
+
+    # -- loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        next_cp = next_watch = 0.0
+        while True:
+            mono = time.monotonic()
+            wake = min(next_cp, next_watch if self.watch else float("inf"),
+                       self.timers[0][0] if self.timers else float("inf"))
+            try:
+                item = self.q.get(timeout=max(0.0, min(wake - mono, 0.5)))
+            except queue.Empty:
+                item = None
+            if item is not None:
+                if item[0] == "ready":
+                    self.on_ready(*item[1:])
+                elif item[0] == "cmd":
+                    if not self.command(item[1]):
+                        return
+            self.finish_due()
+            mono = time.monotonic()
+            if self.watch and mono >= next_watch:
+                self.poll_watched()
+                next_watch = mono + WATCH_EVERY_S
+            if mono >= next_cp:
+                self.control_plane()
+                next_cp = mono + CP_EVERY_S
+
+    def command(self, msg: dict[str, Any]) -> bool:
+        op = msg["op"]
+        if op == "submit":
+            self.create(int(msg["id"]), {"bundles": msg["bundles"], "strategy": msg["strategy"],
+                                         "hold_s": msg["hold_s"]})
+        elif op == "prefill":
+            self.create(int(msg["id"]), {"bundles": msg["bundles"], "strategy": "STRICT_PACK",
+                                         "hold_s": msg.get("hold_s")})
+        elif op == "evict":
+            self.evict(int(msg["id"]))
+        elif op == "node_dead":
+            self.node_dead(msg["node_id"], float(msg["t"]))
+        elif op == "origin":
+            self.origin = float(msg["mono"])
+        elif op == "stop":
+            return False
+        return True
+
+    def close(self) -> None:
+        for gid in list(self.groups):
+            self.remove(gid)
+        self.ray.shutdown()
+
+
+class _Done:
+    """Stands in for a resolved ready() future when a rescheduled group is CREATED again."""
+
+    def exception(self):
+        return None
+
+
+def _reader(q: queue.Queue) -> None:
+    for line in sys.stdin:
+        line = line.strip()
+        if line:
+            q.put(("cmd", json.loads(line)))
+    q.put(("cmd", {"op": "stop"}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m fakes.ray.driver GCS_ADDRESS", file=sys.stderr)
+        return 2
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)       # whatever Ray prints goes to the log, not into the protocol
+    w = None
+    try:
+        w = Worker(argv[0], out)
+        threading.Thread(target=_reader, args=(w.q,), daemon=True).start()
+        out.write(json.dumps({"ev": "hello", "pid": os.getpid()}) + "\n")
+        out.flush()
+        w.run()
+    except Exception as e:  # noqa: BLE001
+        out.write(json.dumps({"ev": "error", "error": f"{type(e).__name__}: {e}"[:500], "fatal": True}) + "\n")
+        out.flush()
+        return 1
+    finally:
+        if w is not None:
+            try:
+                w.close()
+            finally:
+                out.write(json.dumps({"ev": "stopped"}) + "\n")
+                out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Everything one Locust process (local runner or worker) runs for a gangstorm test.
+
+It owns the shard's targets (one Lane per scheduler), the tenant pool users draw from, the
+open-loop sender and the driver greenlet that advances the targets on the wall clock.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from pathlib import Path
+from typing import Callable
+
+import gevent
+
+from loadgen import chaos as chaos_mod
+from loadgen.model.job import Job
+from loadgen.locust.lanes import Fire, Lane, OpenLoop
+from loadgen.locust.options import Settings
+from loadgen.locust.plan import Plan, build, scaled, shard
+from loadgen.model.target import TargetContext, target_class
+
+log = logging.getLogger("gangstorm.locust")
+LEAD_IN_S = 1.0     # the schedule starts this long after test start, so users are spawned in time
+
+
+class Process:
+    def __init__(self, settings: Settings, fire: Fire, shard_index: int = 0, shard_count: int = 1,
+                 run_dir: Path | None = None, plan: Plan | None = None,
+                 on_pump: Callable[["Process"], None] | None = None):
+        self.settings = settings
+        self.plan = plan or build(settings)
+        self.shard = shard(self.plan, shard_index, shard_count)
+        self.on_pump = on_pump
+        sc = settings.scenario
+        real = settings.backend == "real"
+        k = 1.0 if real else settings.time_scale
+        jobs = {j.id: (scaled(j, settings.time_scale) if real else j) for j in self.shard.jobs}
+        chaos = chaos_mod.scale(self.shard.chaos, settings.time_scale) if real else list(self.shard.chaos)
+        sample_wall = max(sc.data["sample_every_s"] / settings.time_scale, 0.5)
+        self.lanes: list[Lane] = []
+        try:
+            for name in settings.schedulers:
+                ctx = TargetContext(fleet=self.shard.fleet, config=sc.scheduler_config(name),
+                                    control_plane=sc.section("control_plane"), seed=sc.seed,
+                                    run_dir=(Path(run_dir) / f"{name}-{settings.backend}-shard{shard_index}"
+                                             if run_dir else None),
+                                    time_scale=settings.time_scale if real else 1.0)
+                if ctx.run_dir is not None and real:
+                    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+                target = target_class(name, settings.backend)(ctx)
+                target.start()
+                self.lanes.append(Lane(name, target, k, jobs, chaos, sample_wall, fire))
+        except BaseException:
+            for lane in self.lanes:
+                lane.target.stop()
+            raise
+        # The workload and the targets' state live for the whole run: move them out of the cyclic
+        # GC's sight so full collections (pauses of 100+ ms with many objects) stay short.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 50, 100)   # young collections rarer: per-job garbage is acyclic anyway
+        t0 = time.monotonic() + LEAD_IN_S
+        for lane in self.lanes:
+            lane.t0 = t0
+        self.loop = OpenLoop(self.lanes, settings.time_scale)
+        self.loop_t0 = t0
+        self.by_tenant: dict[str, list[Job]] = {t: [] for t in self.shard.tenants}
+        for j in self.shard.jobs:
+            self.by_tenant.setdefault(j.tenant, []).append(j)
+        self.unclaimed = [t for t in self.shard.tenants if self.by_tenant.get(t)]
+        self.helpers: list[gevent.Greenlet] = []
+        self.finished = False
+        self.tick = 0.05 if real else 0.02
+        self.driver = gevent.spawn(self._drive)
+        # Users spawned by then have claimed their tenants; the process sends the rest. (Locust's
+        # spawning_complete also triggers this, but a worker does not always get that message.)
+        self.helpers.append(gevent.spawn_later(LEAD_IN_S, self.adopt_leftovers))
+
+    @property
+    def scenario_over(self) -> bool:
+        """Arrivals and drain are behind us (wall clock from this process's schedule start)."""
+        return time.monotonic() - self.loop_t0 >= self.plan.wall_duration_s
+
+    # --- tenants ------------------------------------------------------------------------------
+    def claim(self) -> str | None:
+        return self.unclaimed.pop(0) if self.unclaimed else None
+
+    def run_tenant(self, tenant: str) -> None:
+        """The open-loop schedule of one tenant; blocks until its last job is sent."""
+        self.loop.run(self.by_tenant.get(tenant, []))
+
+    def adopt_leftovers(self) -> None:
+        """Fewer users than tenants: the process sends the rest itself, on the same schedule."""
+        while self.unclaimed and not self.finished:
+            tenant = self.unclaimed.pop(0)
+            log.info("gangstorm: no user left for tenant %s; the process sends its jobs", tenant)
+            self.helpers.append(gevent.spawn(self.run_tenant, tenant))
+
+    # --- driver -------------------------------------------------------------------------------
+    def _drive(self) -> None:
+        failing: set[str] = set()
+        while not self.finished:
+            for lane in self.lanes:
+                try:
+                    lane.pump()
+                except Exception as e:  # keep measuring the other lanes; say it once
+                    if lane.name not in failing:
+                        failing.add(lane.name)
+                        log.exception("gangstorm: %s target failed in advance/snapshot: %s", lane.name, e)
+            if self.on_pump:
+                self.on_pump(self)
+            gevent.sleep(self.tick)
+
+    def take(self) -> dict:
+        return {lane.name: lane.take() for lane in self.lanes}
+
+    def finalize(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.loop.stop()
+        for g in self.helpers:
+            g.kill(block=False)
+        if gevent.getcurrent() is not self.driver:
+            self.driver.kill(block=True)
+        for lane in self.lanes:
+            try:
+                lane.finish()
+            except Exception:
+                log.exception("gangstorm: %s target failed while stopping", lane.name)

@@ -1,0 +1,128 @@
+"""The Target interface every scheduler backend implements, simulated or real.
+
+One measurement path, many backends: a runner (virtual-time or wall-clock) feeds jobs in with
+`submit`, moves time with `advance`, injects chaos with `chaos`, samples state with `snapshot`,
+and hands every returned Event to the recorder. Targets never read a clock of their own:
+`now` is always passed in (virtual seconds for sim targets, wall seconds since run start for
+real ones), so the same recorder and metrics work on both.
+
+Sim targets finish jobs themselves (they know each job's duration); real targets hold the
+allocation for the job's (already time-scaled) duration on the backend and report FINISHED
+when the backend releases it.
+"""
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loadgen.model.fleet import Fleet
+from loadgen.model.events import Event
+from loadgen.model.job import Job
+
+
+@dataclass(frozen=True)
+class ChaosAction:
+    """One timed chaos step. kind is one of CHAOS_KINDS; params depend on the kind."""
+    t: float
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+CHAOS_KINDS = (
+    "evict",         # params: members (int): evict that many random running members
+    "node_fail",     # params: nodes (list[int]): nodes go NotReady/DOWN, their jobs are lost
+    "node_recover",  # params: nodes (list[int])
+    "etcd_fill",     # params: bytes (int), object_bytes (int): large objects written to etcd
+    "etcd_recover",  # compaction + defrag + alarm disarm
+    "prefill",       # params: placements (list[[node, gpus]]), duration_s: pinned small jobs
+)
+
+
+@dataclass
+class Snapshot:
+    """State sampled by the runner at a fixed interval; feeds utilization and fragmentation."""
+    t: float
+    gpus_allocated: int          # GPUs held by anything (running jobs, partial gangs, reservations)
+    gpus_partial: int            # GPUs held by gangs that are not yet fully bound
+    gpus_stranded: int           # free GPUs no member of the smallest pending gang can use
+    pending_jobs: int
+    partial_gangs: int
+    running_jobs: int
+    control_plane: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TargetContext:
+    fleet: Fleet
+    config: dict[str, Any]            # the scenario's schedulers.<name> section, defaults filled in
+    control_plane: dict[str, Any]     # the scenario's control_plane section
+    seed: int
+    run_dir: Path | None = None       # where real backends put their config, logs and state
+    time_scale: float = 1.0           # virtual seconds per wall second (real backends)
+
+
+class ChaosUnsupported(Exception):
+    """Raised by a target for a chaos kind its backend cannot express; the runner records it."""
+
+
+class Target(ABC):
+    name: ClassVar[str]       # "kube" | "volcano" | "ray" | "slurm"
+    backend: ClassVar[str]    # "sim" | "real"
+
+    def __init__(self, ctx: TargetContext):
+        self.ctx = ctx
+
+    def start(self) -> None:
+        """Bring the backend up (real) or build the model state (sim)."""
+
+    @abstractmethod
+    def submit(self, job: Job, now: float) -> list[Event]:
+        """Hand one job to the scheduler at `now`."""
+
+    @abstractmethod
+    def advance(self, now: float) -> list[Event]:
+        """Run the scheduler up to `now` (sim) or drain what the backend reported (real)."""
+
+    def next_wakeup(self) -> float | None:
+        """Earliest time the target has something to do on its own (sim); None if idle or real."""
+        return None
+
+    def chaos(self, action: ChaosAction, now: float) -> list[Event]:
+        raise ChaosUnsupported(f"{self.name}/{self.backend} does not support chaos kind {action.kind!r}")
+
+    @abstractmethod
+    def snapshot(self, now: float) -> Snapshot:
+        """Current allocation, partial gangs, stranded GPUs and control-plane figures."""
+
+    def control_plane(self) -> dict[str, Any]:
+        """Final control-plane figures for summary.json (RPC counts, etcd size, 429s, ...)."""
+        return {}
+
+    def stop(self) -> None:
+        """Release everything; real targets stop every process they started."""
+
+
+# name/backend -> "module:Class"; modules import lazily so a sim run never imports ray or kubernetes.
+REGISTRY: dict[tuple[str, str], str] = {
+    ("kube", "sim"): "fakes.kube.sim:SimKube",
+    ("volcano", "sim"): "fakes.volcano.sim:SimVolcano",
+    ("ray", "sim"): "fakes.ray.sim:SimRay",
+    ("slurm", "sim"): "fakes.slurm.sim:SimSlurm",
+    ("slurm", "real"): "fakes.slurm.target:RealSlurm",
+    ("ray", "real"): "fakes.ray.target:RealRay",
+    ("kube", "real"): "fakes.kube.target:RealKube",
+    ("volcano", "real"): "fakes.volcano.target:RealVolcano",
+}
+SCHEDULERS = ("kube", "volcano", "ray", "slurm")
+
+
+def target_class(name: str, backend: str) -> type[Target]:
+    try:
+        spec = REGISTRY[(name, backend)]
+    except KeyError:
+        raise KeyError(f"no {backend} target for scheduler {name!r}") from None
+    module, cls = spec.split(":")
+    return getattr(importlib.import_module(module), cls)
