@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.comparative import RunOptions, run, scaled_job, workload_for
+from loadgen.comparative import RunOptions, run
+from loadgen.plan import workload_for
+from loadgen.timescale import scaled_job
 from loadgen.traces import export_jsonl
 from loadgen.scenario import Scenario
 

@@ -43,13 +43,3 @@ def plan(entries: list[dict], nodes: int, gpus_per_node: int, horizon_s: float, 
     actions.sort(key=lambda a: a.t)
     return actions
 
-
-def scale(actions: list[ChaosAction], time_scale: float) -> list[ChaosAction]:
-    """Virtual-time plan onto a wall clock running time_scale virtual seconds per second."""
-    out = []
-    for a in actions:
-        params = dict(a.params)
-        if params.get("duration_s") is not None:
-            params["duration_s"] = params["duration_s"] / time_scale
-        out.append(ChaosAction(a.t / time_scale, a.kind, params))
-    return out

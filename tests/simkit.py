@@ -3,7 +3,8 @@ from loadgen.model.job import Job
 from loadgen.recorder import Recorder
 from loadgen.runner import run_virtual
 from loadgen.scenario import from_dict
-from loadgen.model.target import target_class, TargetContext
+from loadgen.model.registry import target_class
+from loadgen.model.target import TargetContext
 
 
 def job(i, members, gpus=8, t=0.0, dur=100.0, tenant="a", cls=None):

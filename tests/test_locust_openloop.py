@@ -56,7 +56,7 @@ class SlowTarget(Target):
 def test_slow_target_keeps_schedule_and_measures_queueing(tmp_path, run_locust):
     (tmp_path / "slowtarget.py").write_text(SLOW_TARGET)
     (tmp_path / "lf.py").write_text(textwrap.dedent('''
-        from loadgen.model.target import REGISTRY
+        from loadgen.model.registry import REGISTRY
         REGISTRY[("kube", "real")] = "slowtarget:SlowTarget"
         from loadgen.locust.locustfile import *  # noqa: F401,F403
     '''))

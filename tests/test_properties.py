@@ -5,7 +5,8 @@ import pytest
 from loadgen.model.events import Kind
 from loadgen.recorder import Recorder
 from loadgen.scenario import from_dict
-from loadgen.model.target import TargetContext, target_class
+from loadgen.model.registry import target_class
+from loadgen.model.target import TargetContext
 from loadgen import chaos
 from loadgen.workload import generate
 

@@ -17,7 +17,7 @@ from loadgen.model.fleet import stranded_gpus
 from fakes.sim.state import ClusterState
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
+from loadgen.model.target import ChaosAction, Snapshot, Target, TargetContext
 
 
 @dataclass(eq=False)
@@ -38,6 +38,7 @@ class JobState:
 
 class SimTarget(Target):
     backend = "sim"
+    clock = "virtual"
     # On losing members: True = the whole gang is released and requeued (gang schedulers);
     # False = only the lost members are recreated, the rest keep their GPUs (pods, PG bundles).
     restart_whole_gang = True
@@ -53,7 +54,6 @@ class SimTarget(Target):
         self.active: dict[int, JobState] = {}     # running
         self._timers: list = []
         self._seq = itertools.count()
-        self._out: list[Event] = []
         self._prefill_ids = itertools.count(-1, -1)
         self.counters: dict[str, float] = {}
 
@@ -68,11 +68,7 @@ class SimTarget(Target):
         while self._timers and self._timers[0][0] <= now:
             t, _, fn, args = heapq.heappop(self._timers)
             fn(t, *args)
-        out, self._out = self._out, []
-        return out
-
-    def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "") -> None:
-        self._out.append(Event(t, job_id, kind, members, reason))
+        return self._take()
 
     def _count(self, key: str, n: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -83,8 +79,7 @@ class SimTarget(Target):
         self.jobs[job.id] = js
         self.waiting[job.id] = js
         self._submit(js, now)
-        out, self._out = self._out, []
-        return out
+        return self._take()
 
     def _submit(self, js: JobState, now: float) -> None:
         """Default: accepted at once; subclasses with a control plane may delay or refuse."""
@@ -131,15 +126,7 @@ class SimTarget(Target):
     def _finished(self, js: JobState, t: float) -> None:
         """Hook for schedulers that keep per-job or per-tenant accounting."""
 
-    # --- chaos ------------------------------------------------------------------------------
-    def chaos(self, action: ChaosAction, now: float) -> list[Event]:
-        handler = getattr(self, f"_chaos_{action.kind}", None)
-        if handler is None:
-            raise ChaosUnsupported(f"sim {self.name} does not model chaos kind {action.kind!r}")
-        handler(action, now)
-        out, self._out = self._out, []
-        return out
-
+    # --- chaos (Target.chaos dispatches to these) ---------------------------------------------
     def _chaos_evict(self, action: ChaosAction, now: float) -> None:
         for _ in range(int(action.params.get("members", 1))):
             if not self.active:

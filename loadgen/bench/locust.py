@@ -29,8 +29,8 @@ from loadgen.traces import export_jsonl
 TENANTS = 8
 SCALE = 60.0
 WRAPPER = textwrap.dedent('''
-    from loadgen.model.target import REGISTRY
-    REGISTRY[("kube", "real")] = "loadgen.locust.noop:NoopTarget"
+    from loadgen.model.registry import register
+    register("kube", "noop", "loadgen.locust.noop:NoopTarget")
     from loadgen.locust.locustfile import *  # noqa: F401,F403
 ''')
 
@@ -47,7 +47,7 @@ def trial(rate: float, seconds: float, processes: int, work: Path, port: int) ->
         f"fleet: {{nodes: 100}}\nworkload: {{trace: {d / 'trace.jsonl'}, tenants: {TENANTS}}}\n")
     (d / "lf.py").write_text(WRAPPER)
     cmd = [sys.executable, "-m", "locust", "-f", str(d / "lf.py"), "--headless", "-u", str(TENANTS),
-           "-r", str(TENANTS), "--scenario", str(d / "s.yaml"), "--backend", "real", "--schedulers", "kube",
+           "-r", str(TENANTS), "--scenario", str(d / "s.yaml"), "--backend", "noop", "--schedulers", "kube",
            "--time-scale", str(SCALE), "--results-dir", str(d / "out"), "--exit-code-on-error", "0",
            "--only-summary", "--loglevel", "WARNING"]
     if processes > 1:

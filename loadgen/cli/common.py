@@ -5,7 +5,7 @@ import sys
 import time
 
 from loadgen.scenario import Scenario, load
-from loadgen.model.target import SCHEDULERS
+from loadgen.model.registry import SCHEDULERS
 
 
 class UsageError(Exception):

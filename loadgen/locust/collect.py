@@ -15,14 +15,15 @@ from collections import defaultdict
 from pathlib import Path
 
 from loadgen import report
-from loadgen.comparative import _chaos_counts
-from loadgen.model.job import Job
 from loadgen.locust.lanes import row_event
-from loadgen.locust.plan import Plan, scaled
-from loadgen.metrics import exact_quantile, latency_stats, summarize
+from loadgen.locust.plan import Plan
+from loadgen.metrics import exact_quantile, latency_stats
+from loadgen.model.job import Job
+from loadgen.model.target import Snapshot
 from loadgen.recorder import Recorder
 from loadgen.storage import RunStore
-from loadgen.model.target import Snapshot
+from loadgen.summary import header, scheduler_result
+from loadgen.timescale import scaled_job
 
 SNAP_FIELDS = ("t", "gpus_allocated", "gpus_partial", "gpus_stranded", "pending_jobs", "partial_gangs",
                "running_jobs")
@@ -114,8 +115,8 @@ class Collector:
     def __init__(self, plan: Plan, run_id: str, out_dir: Path, info: dict | None = None):
         self.plan, self.run_id, self.out = plan, run_id, Path(out_dir)
         st = plan.settings
-        self.k = st.time_scale if st.backend == "sim" else 1.0
-        lane_jobs = {j.id: (j if st.backend == "sim" else scaled(j, st.time_scale)) for j in plan.jobs}
+        self.k = 1.0 if st.wall else st.time_scale
+        lane_jobs = {j.id: (scaled_job(j, st.time_scale) if st.wall else j) for j in plan.jobs}
         self.lanes = {name: LaneLog(name, lane_jobs, self.k) for name in st.schedulers}
         self.info = info or {}
         self.t_start = time.monotonic()
@@ -160,37 +161,23 @@ class Collector:
 
     # --- summary.json -------------------------------------------------------------------------
     def summary(self, complete: bool = False, write_jobs: bool = False) -> dict:
-        plan, st = self.plan, self.plan.settings
-        sc = st.scenario
-        fleet = plan.fleet
-        s = {
-            "run_id": self.run_id, "scenario": sc.name, "scenario_path": sc.path, "seed": sc.seed,
-            "complete": complete, "wall_s": round(time.monotonic() - self.t_start, 3),
-            "duration_h": sc.data["duration_h"],
-            "fleet": {"nodes": fleet.nodes, "gpus_per_node": fleet.gpus_per_node, "leaf_size": fleet.leaf_size,
-                      "leaves": fleet.leaves, "spines": fleet.spines, "total_gpus": fleet.total_gpus,
-                      "gpu_models": dict(fleet.gpu_models)},
-            "workload": plan.workload_info,
-            "chaos": [{"t": a.t, "kind": a.kind} for a in plan.chaos if a.kind != "evict"]
-            + ([{"kind": "evict", "count": sum(1 for a in plan.chaos if a.kind == "evict")}]
-               if any(a.kind == "evict" for a in plan.chaos) else []),
-            "slo": dict(sc.data["slo"]),
-            "driver": "locust",
-            "locust": {"time_scale": st.time_scale, "backend": st.backend, **self.info},
-            "schedulers": {name: self._lane_summary(lane, write_jobs) for name, lane in self.lanes.items()},
-        }
+        st = self.plan.settings
+        s = header(self.run_id, st.scenario, self.plan, driver="locust",
+                   locust={"time_scale": st.time_scale, "backend": st.backend, **self.info})
+        s["complete"] = complete
+        s["wall_s"] = round(time.monotonic() - self.t_start, 3)
+        s["schedulers"] = {name: self._lane_summary(lane, write_jobs) for name, lane in self.lanes.items()}
         self.store.write_summary(s)
         (self.out / "summary.md").write_text(report.render(s))
         return s
 
     def _lane_summary(self, lane: LaneLog, write_jobs: bool) -> dict:
         plan, st = self.plan, self.plan.settings
-        sc = st.scenario
         jobs = [lane.jobs[jid] for jid in sorted(lane.sent)]
         rec = Recorder(jobs)
         for jid, t in lane.sent.items():
             rec.sent_at(jid, t)
-        every = max(sc.data["sample_every_s"] / st.time_scale, 0.5) * lane.k
+        every = max(st.scenario.data["sample_every_s"] / st.time_scale, 0.5) * lane.k
         samples = lane.samples(every)
         events = sorted(lane.events, key=lambda r: r[0])
         stream = heapq.merge(((r[0], 0, i) for i, r in enumerate(events)),
@@ -203,26 +190,18 @@ class Collector:
         rec.chaos_log = list(lane.chaos)
         finals = list(lane.finals.values())
         end = max([f["end"] for f in finals] + [rec.t, 0.0])
-        horizon = plan.horizon_s / (1.0 if st.backend == "sim" else st.time_scale)
-        warm = sc.data["warmup_h"] * 3600.0 / (1.0 if st.backend == "sim" else st.time_scale)
-        rec.set_window(min(warm, horizon * 0.5, end * 0.5), min(horizon, end))
+        scale = st.time_scale if st.wall else 1.0
+        lo, hi = (x / scale for x in plan.window)
+        rec.set_window(min(lo, end * 0.5), min(hi, end))      # a run stopped early (-t) ends sooner
         rec.close(end)
-        lo, hi = rec.window
-        out = {"backend": st.backend,
-               **summarize(rec, plan.fleet.total_gpus, end, (lo, hi), sc.section("cost"), lane.name)}
-        out["control_plane"] = merge_cp([f.get("control_plane", {}) for f in finals])
-        out["chaos_applied"] = _chaos_counts(rec.chaos_log)
+        out = scheduler_result(rec, st.scenario, lane.name, st.backend, end, plan.fleet.total_gpus,
+                               merge_cp([f.get("control_plane", {}) for f in finals]))
         out["wall_s"] = round(max([f["wall"] for f in finals] + [0.0]), 3)
-        out["end_s"] = round(end, 3)
         out["driver"] = "locust"
         out["generator_lateness_wall_s"] = latency_stats(lane.lateness)
         out["time_scale"] = st.time_scale
-        out["latency_clock"] = ("virtual seconds (simulated scheduler, time-scaled)" if st.backend == "sim"
-                                else "wall seconds (real control-plane latency, not scaled)")
-        slo = sc.data["slo"]
-        p99 = out["admission_s"]["p99"]
-        out["slo_met"] = bool(p99 is not None and p99 <= slo["admission_p99_s"]
-                              and out["jobs"]["never_admitted"] <= 0.01 * max(out["jobs"]["submitted"], 1))
+        out["latency_clock"] = ("wall seconds (real control-plane latency, not scaled)" if st.wall
+                                else "virtual seconds (simulated scheduler, time-scaled)")
         if write_jobs:
             self.store.append_jobs(lane.name, st.backend, rec)
             self.store.write_timeseries(lane.name, rec)

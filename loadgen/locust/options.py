@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.scenario import Scenario, ScenarioError
-from loadgen.model.target import REGISTRY, SCHEDULERS
+from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
 
 ARGS = [
     # dest, flag, default, help
@@ -34,6 +34,7 @@ class Settings:
     backend: str
     time_scale: float
     results_dir: str
+    wall: bool = False            # the targets run on the wall clock (jobs and chaos time-scaled)
 
 
 def add_arguments(parser) -> None:
@@ -66,8 +67,8 @@ def settings(opts) -> Settings:
     nodes = _number("--nodes", getattr(opts, "nodes", ""), int)
     scale = _number("--time-scale", getattr(opts, "time_scale", "60"), float) or 60.0
     backend = str(getattr(opts, "backend", "sim") or "sim").strip()
-    if backend not in ("sim", "real"):
-        raise OptionError(f"--backend: expected sim or real, got {backend!r}")
+    if backend not in backends():
+        raise OptionError(f"--backend: expected {' or '.join(backends())}, got {backend!r}")
     text = str(getattr(opts, "schedulers", "") or "")
     names = tuple(s.strip() for s in text.split(",") if s.strip())
     bad = [n for n in names if n not in SCHEDULERS]
@@ -78,7 +79,8 @@ def settings(opts) -> Settings:
         raise OptionError(f"--schedulers: no {backend} target for {', '.join(missing)}")
     scenario = load_with_overrides(path, nodes=nodes, seed=seed, churn=churn)
     return Settings(scenario=scenario, schedulers=names, backend=backend, time_scale=scale,
-                    results_dir=str(getattr(opts, "results_dir", "") or "").strip())
+                    results_dir=str(getattr(opts, "results_dir", "") or "").strip(),
+                    wall=target_class(names[0], backend).clock == "wall")
 
 
 __all__ = ["ARGS", "OptionError", "ScenarioError", "Settings", "add_arguments", "settings"]

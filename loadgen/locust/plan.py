@@ -1,7 +1,7 @@
 """What one Locust process runs: the seeded workload, its tenant shard, and per-scheduler lanes.
 
-The workload is the one the virtual-time runner replays (comparative.workload_for ->
-workload.generate), so a Locust run and `gangstorm run` offer the same jobs. With several
+The run plan is the one `gangstorm run` replays (loadgen.plan.plan_run), so a Locust run and
+`gangstorm run` offer the same jobs and chaos over the same window. With several
 Locust processes each one owns a shard: a set of tenants, balanced by GPU-seconds of demand,
 and the same share of the fleet (its own target instance), so offered load per GPU is kept.
 """
@@ -9,23 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from loadgen.model.fleet import Fleet
-from loadgen import chaos as chaos_mod
-from loadgen.comparative import workload_for
-from loadgen.model.job import Job
 from loadgen.locust.options import Settings
+from loadgen.model.fleet import Fleet
+from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
+from loadgen.plan import RunPlan, plan_run
 
 
 @dataclass
-class Plan:
-    settings: Settings
-    jobs: list[Job]                 # the whole workload, virtual seconds, sorted by submit time
-    workload_info: dict
-    fleet: Fleet
-    chaos: list[ChaosAction]
-    horizon_s: float                # arrivals stop here (virtual)
-    end_s: float                    # horizon + drain (virtual)
+class Plan(RunPlan):
+    settings: Settings | None = None
     tenants: list[str] = field(default_factory=list)
 
     @property
@@ -34,15 +27,9 @@ class Plan:
 
 
 def build(settings: Settings) -> Plan:
-    sc = settings.scenario
-    jobs, info = workload_for(sc)
-    jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
-    fleet = sc.fleet()
-    horizon = sc.data["duration_h"] * 3600.0
-    end = horizon + sc.data["drain_h"] * 3600.0
-    plan = chaos_mod.plan(sc.data["chaos"], fleet.nodes, fleet.gpus_per_node, horizon, sc.seed)
-    tenants = list(info.get("tenants") or sorted({j.tenant for j in jobs}))
-    return Plan(settings, jobs, info, fleet, plan, horizon, end, tenants)
+    run = plan_run(settings.scenario)
+    tenants = list(run.workload_info.get("tenants") or sorted({j.tenant for j in run.jobs}))
+    return Plan(**vars(run), settings=settings, tenants=tenants)
 
 
 def assign_tenants(jobs: list[Job], tenants: list[str], shards: int) -> dict[str, int]:
@@ -101,10 +88,4 @@ def _shard_chaos(actions: list[ChaosAction], index: int, count: int, nodes: int)
         else:
             out.append(a)
     return out
-
-
-def scaled(job: Job, scale: float) -> Job:
-    """A real target sees wall seconds (the same rule comparative.run_one applies)."""
-    from loadgen.comparative import scaled_job
-    return scaled_job(job, scale)
 

@@ -13,12 +13,13 @@ from typing import Callable
 
 import gevent
 
-from loadgen import chaos as chaos_mod
 from loadgen.model.job import Job
 from loadgen.locust.lanes import Fire, Lane, OpenLoop
 from loadgen.locust.options import Settings
-from loadgen.locust.plan import Plan, build, scaled, shard
-from loadgen.model.target import TargetContext, target_class
+from loadgen.locust.plan import Plan, build, shard
+from loadgen.model.registry import target_class
+from loadgen.model.target import TargetContext
+from loadgen.timescale import scaled_chaos, scaled_job
 
 log = logging.getLogger("gangstorm.locust")
 LEAD_IN_S = 1.0     # the schedule starts this long after test start, so users are spawned in time
@@ -33,10 +34,10 @@ class Process:
         self.shard = shard(self.plan, shard_index, shard_count)
         self.on_pump = on_pump
         sc = settings.scenario
-        real = settings.backend == "real"
+        real = settings.wall
         k = 1.0 if real else settings.time_scale
-        jobs = {j.id: (scaled(j, settings.time_scale) if real else j) for j in self.shard.jobs}
-        chaos = chaos_mod.scale(self.shard.chaos, settings.time_scale) if real else list(self.shard.chaos)
+        jobs = {j.id: (scaled_job(j, settings.time_scale) if real else j) for j in self.shard.jobs}
+        chaos = scaled_chaos(self.shard.chaos, settings.time_scale) if real else list(self.shard.chaos)
         sample_wall = max(sc.data["sample_every_s"] / settings.time_scale, 0.5)
         self.lanes: list[Lane] = []
         try:

@@ -12,14 +12,13 @@ when the backend releases it.
 """
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from loadgen.model.fleet import Fleet
-from loadgen.model.events import Event
+from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 
 
@@ -70,10 +69,23 @@ class ChaosUnsupported(Exception):
 
 class Target(ABC):
     name: ClassVar[str]       # "kube" | "volcano" | "ray" | "slurm"
-    backend: ClassVar[str]    # "sim" | "real"
+    backend: ClassVar[str]    # "sim" | "real" (or a test double's own name)
+    # "virtual": the runner jumps from event to event (simulated schedulers);
+    # "wall": time passes for real, jobs and chaos are time-scaled onto the wall clock.
+    clock: ClassVar[str] = "wall"
 
     def __init__(self, ctx: TargetContext):
         self.ctx = ctx
+        self._out: list[Event] = []
+
+    def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "",
+              backend_t: float | None = None) -> None:
+        """Queue one event; submit/advance/chaos hand the queue to the runner (_take)."""
+        self._out.append(Event(t, job_id, kind, members, reason, backend_t))
+
+    def _take(self) -> list[Event]:
+        out, self._out = self._out, []
+        return out
 
     def start(self) -> None:
         """Bring the backend up (real) or build the model state (sim)."""
@@ -91,7 +103,13 @@ class Target(ABC):
         return None
 
     def chaos(self, action: ChaosAction, now: float) -> list[Event]:
-        raise ChaosUnsupported(f"{self.name}/{self.backend} does not support chaos kind {action.kind!r}")
+        """One dispatch for every backend: the method `_chaos_<kind>` does the work and queues
+        its events; a target without that method does not support the kind."""
+        handler = getattr(self, f"_chaos_{action.kind}", None)
+        if handler is None:
+            raise ChaosUnsupported(f"{self.name}/{self.backend} does not support chaos kind {action.kind!r}")
+        handler(action, now)
+        return self._take()
 
     @abstractmethod
     def snapshot(self, now: float) -> Snapshot:
@@ -103,26 +121,3 @@ class Target(ABC):
 
     def stop(self) -> None:
         """Release everything; real targets stop every process they started."""
-
-
-# name/backend -> "module:Class"; modules import lazily so a sim run never imports ray or kubernetes.
-REGISTRY: dict[tuple[str, str], str] = {
-    ("kube", "sim"): "fakes.kube.sim:SimKube",
-    ("volcano", "sim"): "fakes.volcano.sim:SimVolcano",
-    ("ray", "sim"): "fakes.ray.sim:SimRay",
-    ("slurm", "sim"): "fakes.slurm.sim:SimSlurm",
-    ("slurm", "real"): "fakes.slurm.target:RealSlurm",
-    ("ray", "real"): "fakes.ray.target:RealRay",
-    ("kube", "real"): "fakes.kube.target:RealKube",
-    ("volcano", "real"): "fakes.volcano.target:RealVolcano",
-}
-SCHEDULERS = ("kube", "volcano", "ray", "slurm")
-
-
-def target_class(name: str, backend: str) -> type[Target]:
-    try:
-        spec = REGISTRY[(name, backend)]
-    except KeyError:
-        raise KeyError(f"no {backend} target for scheduler {name!r}") from None
-    module, cls = spec.split(":")
-    return getattr(importlib.import_module(module), cls)
