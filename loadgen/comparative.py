@@ -59,7 +59,7 @@ def run(scenario: Scenario, opts: RunOptions) -> dict:
 
 def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, store: RunStore) -> dict:
     cls = target_class(name, opts.backend)
-    wall = cls.clock == "wall"
+    wall = cls.timebase == "wall"
     scale = opts.time_scale if wall else 1.0
     run_dir = store.dir / f"{name}-{opts.backend}"
     if wall:

@@ -38,7 +38,7 @@ class JobState:
 
 class SimTarget(Target):
     backend = "sim"
-    clock = "virtual"
+    timebase = "virtual"
     # On losing members: True = the whole gang is released and requeued (gang schedulers);
     # False = only the lost members are recreated, the rest keep their GPUs (pods, PG bundles).
     restart_whole_gang = True

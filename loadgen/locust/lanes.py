@@ -70,7 +70,7 @@ class Lane:
         self.sent_ids.add(job.id)
         self.batch["sent"].append((job.id, sent * self.k, sent - sched_wall))
         try:
-            if self.target.clock == "virtual":   # bring the model up to `now` first, as the runner does
+            if self.target.timebase == "virtual":   # bring the model up to `now` first, as the runner does
                 self._handle(self.target.advance(sent * self.k))
             events = self.target.submit(lj, sent * self.k)
         except Exception as e:  # the backend refused the call itself

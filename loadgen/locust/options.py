@@ -80,7 +80,7 @@ def settings(opts) -> Settings:
     scenario = load_with_overrides(path, nodes=nodes, seed=seed, churn=churn)
     return Settings(scenario=scenario, schedulers=names, backend=backend, time_scale=scale,
                     results_dir=str(getattr(opts, "results_dir", "") or "").strip(),
-                    wall=target_class(names[0], backend).clock == "wall")
+                    wall=target_class(names[0], backend).timebase == "wall")
 
 
 __all__ = ["ARGS", "OptionError", "ScenarioError", "Settings", "add_arguments", "settings"]

@@ -72,7 +72,7 @@ class Target(ABC):
     backend: ClassVar[str]    # "sim" | "real" (or a test double's own name)
     # "virtual": the runner jumps from event to event (simulated schedulers);
     # "wall": time passes for real, jobs and chaos are time-scaled onto the wall clock.
-    clock: ClassVar[str] = "wall"
+    timebase: ClassVar[str] = "wall"
 
     def __init__(self, ctx: TargetContext):
         self.ctx = ctx
