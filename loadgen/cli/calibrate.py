@@ -4,16 +4,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loadgen.cli.common import load_with_overrides, parse_schedulers, positive_float, positive_int
+from loadgen.cli.common import add_overrides, parse_schedulers, scenario_from
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="run the same trace on a real backend and its simulated stand-in")
     p.add_argument("scenario")
     p.add_argument("--schedulers", required=True)
-    p.add_argument("--nodes", type=positive_int, required=True)
-    p.add_argument("--duration-h", type=positive_float)
-    p.add_argument("--time-scale", type=positive_float, default=60.0)
+    add_overrides(p, "nodes", "duration_h", "time_scale", required=("nodes",))
     p.add_argument("--out")
     p.set_defaults(func=main)
 
@@ -21,7 +19,7 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from loadgen.calibrate import calibrate
     from loadgen.storage import new_run_id
-    sc = load_with_overrides(args.scenario, nodes=args.nodes, duration_h=args.duration_h)
+    sc = scenario_from(args)
     out_root = Path(args.out) if args.out else Path("results") / (new_run_id(sc.name) + "-calibrate")
     results = {}
     for name in parse_schedulers(args.schedulers, sc):

@@ -5,26 +5,25 @@ import json
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import load_with_overrides, parse_schedulers, positive_float, positive_int
+from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, scenario_from
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("ceiling", help="sweep churn multipliers; report where each scheduler breaks its SLO")
     p.add_argument("scenario")
     p.add_argument("--schedulers")
-    p.add_argument("--nodes", type=positive_int)
-    p.add_argument("--seed", type=int)
+    add_overrides(p, "nodes", "seed")
     p.add_argument("--multipliers", help="comma-separated churn multipliers (default: scenario ceiling.multipliers)")
-    p.add_argument("--duration-h", type=positive_float, help="horizon at the scenario's own churn")
+    p.add_argument("--duration-h", dest="ceiling_duration_h", type=float,
+                   help="horizon at the scenario's own churn (sets ceiling.duration_h)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     from loadgen.ceiling import sweep
-    from loadgen.cli.common import UsageError
     from loadgen.storage import new_run_id
-    sc = load_with_overrides(args.scenario, nodes=args.nodes, seed=args.seed)
+    sc = scenario_from(args)
     over = {}
     if args.multipliers:
         try:
@@ -34,8 +33,8 @@ def main(args) -> int:
         if not ms or min(ms) <= 0:
             raise UsageError(f"--multipliers: expected positive numbers, got {args.multipliers!r}")
         over["ceiling.multipliers"] = ms
-    if args.duration_h:
-        over["ceiling.duration_h"] = args.duration_h
+    if args.ceiling_duration_h is not None:
+        over["ceiling.duration_h"] = args.ceiling_duration_h
     if over:
         sc = sc.with_overrides(**over)
     names = parse_schedulers(args.schedulers, sc)

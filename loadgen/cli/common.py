@@ -1,15 +1,24 @@
 """Flag parsing shared by subcommands: schedulers, overrides, progress bar."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
-from loadgen.scenario import Scenario, load
-from loadgen.model.registry import SCHEDULERS
+from loadgen.model.registry import SCHEDULERS, backends
+from loadgen.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
+from loadgen.scenario import Scenario
 
 
 class UsageError(Exception):
     """A bad flag value: one line, exit status 2."""
+
+
+def add_targets(parser, default_help: str = "the scenario's schedulers_enabled") -> None:
+    """--schedulers and --backend, as every run-like subcommand takes them."""
+    parser.add_argument("--schedulers", help=f"comma-separated subset of {','.join(SCHEDULERS)} (default: {default_help})")
+    parser.add_argument("--backend", choices=backends(), default="sim",
+                        help="sim: the embedded simulated schedulers (default); real: launch the real ones")
 
 
 def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
@@ -22,32 +31,37 @@ def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
     return names
 
 
-def load_with_overrides(path: str, nodes: int | None = None, seed: int | None = None,
-                        churn: float | None = None, duration_h: float | None = None) -> Scenario:
-    sc = load(path)
-    over = {}
-    if nodes is not None:
-        over["fleet.nodes"] = nodes
-    if seed is not None:
-        over["seed"] = seed
-    if churn is not None:
-        over["workload.churn_multiplier"] = churn
-    if duration_h is not None:
-        over["duration_h"] = duration_h
-    if over:
-        sc = sc.with_overrides(**over)
-        sc.path = path
-    return sc
+def add_overrides(parser, *dests: str, required: tuple[str, ...] = ()) -> None:
+    """Add the shared scenario overrides (loadgen.overrides) named by dests to a subcommand."""
+    for dest in dests:
+        o = OVERRIDES[dest]
+        parser.add_argument(o.flag, dest=dest, type=_argtype(o), required=dest in required, help=o.help,
+                            default=TIME_SCALE if dest == "time_scale" else None)
+
+
+def _argtype(o: Override):
+    def parse(text: str):
+        try:
+            return o.parse(text)
+        except OverrideError as e:
+            raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+    parse.__name__ = o.kind.__name__
+    return parse
+
+
+def scenario_from(args) -> Scenario:
+    """The subcommand's scenario with whichever shared overrides it declared."""
+    return load_with_overrides(args.scenario, **{d: getattr(args, d) for d in OVERRIDES
+                                                 if OVERRIDES[d].key and hasattr(args, d)})
 
 
 def _positive(kind, noun: str):
     def parse(text: str):
-        import argparse
         try:
             v = kind(text)
         except ValueError:
             v = None
-        if v is None or not v > 0:
+        if v is None or not v > 0 or v == float("inf"):
             raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
         return v
     parse.__name__ = f"positive_{kind.__name__}"
@@ -55,7 +69,6 @@ def _positive(kind, noun: str):
 
 
 positive_int = _positive(int, "integer")
-positive_float = _positive(float, "number")
 
 
 class ProgressBar:

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import load_with_overrides, parse_schedulers, positive_float, positive_int
+from loadgen.overrides import OVERRIDES
+from loadgen.cli.common import UsageError, add_overrides, add_targets, parse_schedulers, positive_int, scenario_from
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"
 _TIMESPAN = re.compile(r"^\s*(?:\d+\s*)$|^\s*(?:\d+h)?\s*(?:\d+m(?:in)?)?\s*(?:\d+s)?\s*$")
@@ -22,13 +23,8 @@ _TIMESPAN = re.compile(r"^\s*(?:\d+\s*)$|^\s*(?:\d+h)?\s*(?:\d+m(?:in)?)?\s*(?:\
 def add_parser(sub) -> None:
     p = sub.add_parser("locust", help="drive the schedulers with Locust (web UI or --headless)")
     p.add_argument("scenario", help="scenario YAML (see scenarios/)")
-    p.add_argument("--schedulers", help="comma-separated subset of kube,volcano,ray,slurm (default kube)")
-    p.add_argument("--backend", choices=("sim", "real"), default="sim")
-    p.add_argument("--nodes", type=positive_int, help="override fleet.nodes")
-    p.add_argument("--seed", type=int, help="override the scenario seed")
-    p.add_argument("--churn", type=positive_float, help="override workload.churn_multiplier")
-    p.add_argument("--time-scale", type=positive_float, default=60.0,
-                   help="virtual seconds per wall second (default 60: a 6 h scenario takes 6 min + drain)")
+    add_targets(p, default_help="kube")
+    add_overrides(p, "nodes", "seed", "churn", "time_scale")
     p.add_argument("--headless", action="store_true", help="no web UI; start at once, write CSV/HTML/summary.json")
     p.add_argument("-t", "--run-time", help="stop after e.g. 300s, 5m, 1h30m (default: the scenario's length)")
     p.add_argument("-u", "--users", type=positive_int, help="Locust users (default: one per tenant)")
@@ -43,7 +39,6 @@ def add_parser(sub) -> None:
 
 
 def build_command(args, scenario, names: list[str], out: Path) -> list[str]:
-    from loadgen.cli.main import UsageError
     if args.run_time is not None and not _TIMESPAN.match(args.run_time):
         raise UsageError(f"--run-time: expected e.g. 300s, 5m or 1h30m, got {args.run_time!r}")
     if args.worker and (args.master or args.processes):
@@ -54,9 +49,9 @@ def build_command(args, scenario, names: list[str], out: Path) -> list[str]:
            "--time-scale", repr(args.time_scale), "--results-dir", str(out),
            "--web-host", "127.0.0.1", "--web-port", str(args.web_port),
            "--exit-code-on-error", "0"]
-    for flag, value in (("--nodes", args.nodes), ("--seed", args.seed), ("--churn", args.churn)):
-        if value is not None:
-            cmd += [flag, str(value)]
+    for dest in ("nodes", "seed", "churn"):
+        if getattr(args, dest) is not None:
+            cmd += [OVERRIDES[dest].flag, str(getattr(args, dest))]
     if args.worker:
         return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
                 "--master-host", "127.0.0.1", "--master-port", str(args.master_port)]
@@ -110,11 +105,8 @@ def run_group(cmd: list[str], grace_s: float = 60.0) -> int:
 
 
 def main(args) -> int:
-    from loadgen.cli.main import UsageError
     from loadgen.storage import new_run_id
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
-    scenario = load_with_overrides(args.scenario, nodes=args.nodes, seed=args.seed, churn=args.churn)
+    scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers or "kube", scenario)
     out = Path(args.out) if args.out else Path("results") / new_run_id(scenario.name)
     cmd = build_command(args, scenario, names, out)

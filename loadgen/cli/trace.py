@@ -1,7 +1,7 @@
 """gangstorm trace export|show: write a scenario's workload as JSONL, or describe a trace file."""
 from __future__ import annotations
 
-from loadgen.cli.common import load_with_overrides, positive_int
+from loadgen.cli.common import add_overrides, scenario_from
 
 
 def add_parser(sub) -> None:
@@ -10,8 +10,7 @@ def add_parser(sub) -> None:
     e = tsub.add_parser("export", help="write a scenario's seeded workload to a JSONL trace")
     e.add_argument("scenario")
     e.add_argument("output", help="JSONL file to write")
-    e.add_argument("--nodes", type=positive_int)
-    e.add_argument("--seed", type=int)
+    add_overrides(e, "nodes", "seed")
     e.set_defaults(func=export)
     s = tsub.add_parser("show", help="summarize a JSONL trace or an openb pod CSV")
     s.add_argument("trace")
@@ -21,7 +20,7 @@ def add_parser(sub) -> None:
 def export(args) -> int:
     from loadgen.traces import export_jsonl
     from loadgen.workload import generate
-    sc = load_with_overrides(args.scenario, nodes=args.nodes, seed=args.seed)
+    sc = scenario_from(args)
     jobs, info = generate(sc)
     export_jsonl(jobs, args.output, {"scenario": sc.name, "seed": sc.seed, "nodes": sc.section("fleet")["nodes"],
                                      "arrival_rate_per_s": info.arrival_rate_per_s})

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.scenario import Scenario, ScenarioError
 from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
+from loadgen.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
+from loadgen.scenario import Scenario, ScenarioError
 
 ARGS = [
     # dest, flag, default, help
     ("scenario", "--scenario", "scenarios/baseline-3x.yaml", "gangstorm scenario YAML"),
     ("schedulers", "--schedulers", "kube", "comma-separated subset of kube,volcano,ray,slurm"),
     ("backend", "--backend", "sim", "sim (simulated scheduler, time-scaled) or real"),
-    ("churn", "--churn", "", "churn multiplier (empty = the scenario's)"),
-    ("time_scale", "--time-scale", "60", "virtual seconds per wall second"),
-    ("seed", "--seed", "", "workload seed (empty = the scenario's)"),
-    ("nodes", "--nodes", "", "fleet size override (empty = the scenario's)"),
+    *[(o.dest, o.flag, f"{TIME_SCALE:g}" if o.dest == "time_scale" else "", f"{o.help} (empty = the scenario's)"
+       if o.key else o.help) for o in OVERRIDES.values() if o.dest != "duration_h"],
     ("results_dir", "--results-dir", "", "where summary.json goes (empty = results/<run-id>)"),
 ]
 
@@ -44,28 +43,16 @@ def add_arguments(parser) -> None:
     parser.set_defaults(web_host="127.0.0.1", master_bind_host="127.0.0.1")
 
 
-def _number(flag: str, text, kind, positive: bool = True):
-    if text is None or str(text).strip() == "":
-        return None
-    try:
-        value = kind(str(text).strip())
-    except ValueError:
-        raise OptionError(f"{flag}: expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-    if positive and not value > 0 or (not positive and value < 0):
-        raise OptionError(f"{flag}: expected a {'positive' if positive else 'non-negative'} number, got {text!r}")
-    return value
-
-
 def settings(opts) -> Settings:
     """Parsed Locust options -> validated Settings; raises OptionError or ScenarioError (one line)."""
-    from loadgen.cli.common import load_with_overrides
     path = str(getattr(opts, "scenario", "") or "").strip()
     if not path:
         raise OptionError("--scenario: expected a scenario YAML path, got nothing")
-    churn = _number("--churn", getattr(opts, "churn", ""), float)
-    seed = _number("--seed", getattr(opts, "seed", ""), int, positive=False)
-    nodes = _number("--nodes", getattr(opts, "nodes", ""), int)
-    scale = _number("--time-scale", getattr(opts, "time_scale", "60"), float) or 60.0
+    try:
+        values = {d: o.parse(getattr(opts, d, "")) for d, o in OVERRIDES.items() if d != "duration_h"}
+    except OverrideError as e:
+        raise OptionError(str(e)) from None
+    scale = values.pop("time_scale") or TIME_SCALE
     backend = str(getattr(opts, "backend", "sim") or "sim").strip()
     if backend not in backends():
         raise OptionError(f"--backend: expected {' or '.join(backends())}, got {backend!r}")
@@ -77,7 +64,7 @@ def settings(opts) -> Settings:
     missing = [n for n in names if (n, backend) not in REGISTRY]
     if missing:
         raise OptionError(f"--schedulers: no {backend} target for {', '.join(missing)}")
-    scenario = load_with_overrides(path, nodes=nodes, seed=seed, churn=churn)
+    scenario = load_with_overrides(path, **values)
     return Settings(scenario=scenario, schedulers=names, backend=backend, time_scale=scale,
                     results_dir=str(getattr(opts, "results_dir", "") or "").strip(),
                     wall=target_class(names[0], backend).timebase == "wall")
