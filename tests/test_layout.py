@@ -1,0 +1,46 @@
+"""The package map stays one-way: fakes/ (the backends) imports only the shared vocabulary in
+loadgen/model, and loadgen/ (driver, measurement, CLI) never imports a backend directly: it finds
+targets through the registry."""
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+from loadgen.model.registry import REGISTRY, SCHEDULERS
+
+
+def imports(package: str) -> dict[str, set[str]]:
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        out[str(path.relative_to(ROOT))] = names
+    return out
+
+
+def test_backends_import_only_the_shared_model_from_loadgen():
+    bad = {f: sorted(n for n in names if n.startswith("loadgen") and not n.startswith("loadgen.model"))
+           for f, names in imports("fakes").items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def test_loadgen_never_imports_a_backend():
+    bad = {f: sorted(n for n in names if n.split(".")[0] == "fakes") for f, names in imports("loadgen").items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def test_the_model_imports_nothing_of_the_rest():
+    bad = {f: sorted(n for n in names if n.split(".")[0] in ("fakes", "loadgen") and not n.startswith("loadgen.model"))
+           for f, names in imports("loadgen/model").items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def test_every_builtin_target_is_registered_and_importable():
+    from loadgen.model.registry import target_class
+    for name in SCHEDULERS:
+        for backend in ("sim", "real"):
+            cls = target_class(name, backend)
+            assert (cls.name, cls.backend) == (name, backend), REGISTRY[(name, backend)]
