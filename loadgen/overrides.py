@@ -54,9 +54,10 @@ OVERRIDES = {o.dest: o for o in (
 )}
 
 
-def load_with_overrides(path: str, **values) -> Scenario:
-    """The scenario at `path` with the given override values (None = keep the scenario's)."""
-    sc = load(path)
+def load_with_overrides(path: str, profile: str | None = None, **values) -> Scenario:
+    """The scenario at `path` with the given override values (None = keep the scenario's), its
+    simulated schedulers timed by `profile` (None = the scenario's own choice)."""
+    sc = load(path, profile)
     dotted = {OVERRIDES[d].key: v for d, v in values.items() if v is not None and OVERRIDES[d].key}
     if dotted:
         sc = sc.with_overrides(**dotted)

@@ -39,10 +39,10 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
     cache: dict = {}
     root = pytestconfig.getoption("--gangstorm-results")
 
-    def _run(scenario: str, schedulers: str | None = None, **overrides) -> dict:
-        key = (scenario, schedulers, tuple(sorted(overrides.items())))
+    def _run(scenario: str, schedulers: str | None = None, profile: str | None = None, **overrides) -> dict:
+        key = (scenario, schedulers, profile, tuple(sorted(overrides.items())))
         if key not in cache:
-            sc = load(scenario)
+            sc = load(scenario, profile)
             dotted = {OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()}
             if dotted:
                 sc = sc.with_overrides(**dotted)

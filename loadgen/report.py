@@ -44,6 +44,20 @@ def render(summary: dict) -> str:
             cells.append("n/a" if not a or not a["count"] else
                          f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    models = {n: s["model"] for n, s in summary["schedulers"].items() if s.get("model")}
+    if models:
+        prof = summary.get("profile", {})
+        lines += ["", f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
+        for n, m in models.items():
+            if m["calibrated"]:
+                err = m["held_out_error"]
+                text = "calibrated; held-out real/sim " + ", ".join(f"{k} {v}" for k, v in err.items()
+                                                                     if not isinstance(v, (dict, list)))
+            else:
+                text = "UNCALIBRATED: " + m["note"].split(": ", 1)[1]
+            if m.get("set_by_scenario"):
+                text += "; set by the scenario: " + ", ".join(m["set_by_scenario"])
+            lines.append(f"- **{n}**: {text}")
     slo = summary.get("slo", {})
     if slo:
         lines += ["", f"SLO: admission p99 <= {slo.get('admission_p99_s')} s. "

@@ -12,8 +12,10 @@ from typing import Any
 
 import yaml
 
+from loadgen import profile as profiles
 from loadgen.model.fleet import Fleet
-from loadgen.schema import DEFAULT_CLASSES, REQUIRED, SCENARIO, Field, ListOf, MapOf
+from loadgen.profile import Profile, ProfileError
+from loadgen.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
 
 class ScenarioError(ValueError):
@@ -33,6 +35,8 @@ def _type_name(t) -> str:
 
 
 def _leaf(value: Any, spec: Field, src: str, path: str) -> Any:
+    if value is PROFILE and spec.default is PROFILE:
+        return value
     if value is None:
         if spec.nullable:
             return None
@@ -112,7 +116,10 @@ def _check_mix(data: dict, src: str) -> None:
 @dataclass
 class Scenario:
     path: str
-    data: dict[str, Any]
+    data: dict[str, Any]                    # validated, defaults filled, profile values resolved
+    raw: dict[str, Any]                     # what the file (plus overrides) said
+    profile: Profile
+    from_scenario: tuple[str, ...] = ()     # profile parameters the scenario set itself
 
     @property
     def name(self) -> str:
@@ -135,19 +142,31 @@ class Scenario:
                      leaves_per_spine=f["leaves_per_spine"],
                      gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed)
 
+    def model_status(self, scheduler: str) -> dict[str, Any]:
+        """Which profile produced a simulated result, whether it is calibrated, what the scenario changed."""
+        own = [k for k in self.from_scenario if k.startswith(("control_plane.", f"schedulers.{scheduler}."))]
+        return {**self.profile.status(scheduler), **({"set_by_scenario": own} if own else {})}
+
     def with_overrides(self, **dotted: Any) -> "Scenario":
         """A copy with dotted keys replaced (e.g. {"fleet.nodes": 1000}), re-validated."""
-        raw = copy.deepcopy(self.data)
+        raw = copy.deepcopy(self.raw)
         for key, value in dotted.items():
             node = raw
             *parents, leaf = key.split(".")
             for p in parents:
-                node = node[p]
+                node = node.setdefault(p, {})
+                if not isinstance(node, dict):
+                    raise ScenarioError(self.path, key, f"cannot override inside a {type(node).__name__}")
             node[leaf] = value
-        return from_dict(raw, self.path)
+        return from_dict(raw, self.path, self.profile)
+
+    def with_profile(self, profile: Profile | str | None) -> "Scenario":
+        return from_dict(copy.deepcopy(self.raw), self.path, profile)
 
 
-def from_dict(raw: Any, source: str = "<scenario>") -> Scenario:
+def from_dict(raw: Any, source: str = "<scenario>", profile: Profile | str | None = None) -> Scenario:
+    """Validate raw scenario data. The profile is, in order: `profile` given here, the scenario's
+    own `profile:` key, the default (loadgen.profile.DEFAULT)."""
     if raw is None:
         raw = {}
     data = validate(raw, SCENARIO, source)
@@ -155,10 +174,36 @@ def from_dict(raw: Any, source: str = "<scenario>") -> Scenario:
         data["workload"]["classes"] = validate(DEFAULT_CLASSES, MapOf(SCENARIO["workload"]["classes"].item),
                                                source, "workload.classes")
     _check_mix(data, source)
-    return Scenario(path=source, data=data)
+    if not isinstance(profile, Profile):
+        try:
+            profile = profiles.load(profile or data["profile"])
+        except ProfileError as e:
+            raise ScenarioError(source, "profile", str(e)) from None
+    own = _resolve(data, SCENARIO, profile, source)
+    return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own))
 
 
-def load(path: str | Path) -> Scenario:
+def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = "") -> list[str]:
+    """Replace PROFILE markers by the profile's values in place; returns the dotted keys of profile
+    parameters the scenario set itself."""
+    own = []
+    for key, sub in spec.items():
+        dotted = f"{path}.{key}" if path else key
+        if isinstance(sub, dict) and isinstance(data.get(key), dict):
+            own += _resolve(data[key], sub, profile, source, dotted)
+        elif isinstance(sub, Field) and sub.default is PROFILE:
+            if data[key] is PROFILE:
+                section, _, param = dotted.removeprefix("schedulers.").partition(".")
+                try:
+                    data[key] = profile.value(section, param)
+                except ProfileError as e:
+                    raise ScenarioError(source, dotted, f"no value: {e}") from None
+            else:
+                own.append(dotted)
+    return own
+
+
+def load(path: str | Path, profile: Profile | str | None = None) -> Scenario:
     src = str(path)
     p = Path(path)
     if not p.is_file():
@@ -171,4 +216,4 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(src, where, f"not valid YAML ({getattr(e, 'problem', e)})") from None
     if raw is not None and not isinstance(raw, dict):
         raise ScenarioError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
-    return from_dict(raw, src)
+    return from_dict(raw, src, profile)

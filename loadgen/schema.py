@@ -14,6 +14,23 @@ from typing import Any
 REQUIRED = object()
 
 
+class _FromProfile:
+    """Default of a timing or cost parameter of a simulated scheduler: the run's calibration profile
+    (loadgen/profile.py) supplies the value, with its provenance. One instance, kept by deepcopy."""
+
+    def __repr__(self) -> str:
+        return "PROFILE"
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+PROFILE = _FromProfile()
+
+
 @dataclass(frozen=True)
 class Field:
     type: type | tuple[type, ...]
@@ -68,6 +85,7 @@ CHAOS_EVENT = {
 
 SCENARIO = {
     "name": Field(str, None, nullable=True),
+    "profile": Field(str, None, nullable=True),        # calibration profile: a shipped name or a path
     "description": Field(str, "", nullable=True),
     "seed": Field(int, 1, lo=0),
     "duration_h": Field(NUM, 6.0, lo=0.001, hi=24 * 30),
@@ -106,8 +124,8 @@ SCENARIO = {
             "permit_timeout_s": Field(NUM, 60.0, lo=0),
             "pod_initial_backoff_s": Field(NUM, 1.0, lo=0),
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0),
-            "cycle_base_ms": Field(NUM, 1.0, lo=0),     # per-pod scheduling cycle cost
-            "cycle_per_node_us": Field(NUM, 0.5, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
+            "cycle_base_ms": Field(NUM, PROFILE, lo=0),     # per-pod scheduling cycle cost
+            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),
@@ -125,9 +143,9 @@ SCENARIO = {
                                        "predicates", "nodeorder"]),
             "api_qps": Field(NUM, 2000.0, lo=0.1),
             "api_burst": Field(int, 2000, lo=1),
-            "session_base_ms": Field(NUM, 20.0, lo=0),
-            "session_per_node_us": Field(NUM, 15.0, lo=0),
-            "session_per_task_us": Field(NUM, 200.0, lo=0),
+            "session_base_ms": Field(NUM, PROFILE, lo=0),
+            "session_per_node_us": Field(NUM, PROFILE, lo=0),
+            "session_per_task_us": Field(NUM, PROFILE, lo=0),
             "queues": {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
@@ -142,9 +160,9 @@ SCENARIO = {
                                          choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
             "single_node_strategy": Field(str, "PACK",
                                           choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
-            "gcs_base_ms": Field(NUM, 3.0, lo=0),        # GCS work per group
-            "gcs_per_bundle_ms": Field(NUM, 1.0, lo=0),
-            "commit_rtt_ms": Field(NUM, 2.0, lo=0),      # one prepare or commit round to raylets
+            "gcs_base_ms": Field(NUM, PROFILE, lo=0),        # GCS work per group
+            "gcs_per_bundle_ms": Field(NUM, PROFILE, lo=0),
+            "commit_rtt_ms": Field(NUM, PROFILE, lo=0),      # one prepare or commit round to raylets
             "retry_initial_s": Field(NUM, 0.1, lo=0),
             "retry_max_s": Field(NUM, 10.0, lo=0),
         },
@@ -164,7 +182,7 @@ SCENARIO = {
             "switches": Field(int, 0, lo=0),
             "switches_max_wait_s": Field(NUM, 300.0, lo=0),
             "time_limit_factor": Field(NUM, 1.5, lo=1),
-            "rpc_ms": Field(NUM, 1.0, lo=0),             # slurmctld work per submit RPC
+            "rpc_ms": Field(NUM, PROFILE, lo=0),             # slurmctld work per submit RPC
             "cred_expire_s": Field(NUM, 120.0, lo=0),    # a requeued job waits this long to restart
             # real backend only (fakes/slurm/fleet.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),
@@ -179,15 +197,15 @@ SCENARIO = {
         "compaction_interval_s": Field(NUM, 300.0, lo=1),
         "max_requests_inflight": Field(int, 400, lo=1),
         "max_mutating_requests_inflight": Field(int, 200, lo=1),
-        "write_ms": Field(NUM, 5.0, lo=0),              # apiserver+etcd service time per write
-        "object_bytes": {"pod": Field(int, 6000, lo=1), "podgroup": Field(int, 1500, lo=1),
-                         "event": Field(int, 1000, lo=1)},
-        "recovery_s": Field(NUM, 120.0, lo=0),          # operator: compact+defrag+disarm takes this
+        "write_ms": Field(NUM, PROFILE, lo=0),              # apiserver+etcd service time per write
+        "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1),
+                         "event": Field(NUM, PROFILE, lo=1)},
+        "recovery_s": Field(NUM, PROFILE, lo=0),          # operator: compact+defrag+disarm takes this
         "auto_recover_after_s": Field(NUM, None, lo=0, nullable=True),
         "client_retry_s": Field(NUM, 10.0, lo=0.01),    # a refused create is retried this often...
         "submit_timeout_s": Field(NUM, 900.0, lo=0),    # ... until the job is given up as failed
-        "node_bytes": Field(int, 6000, lo=0),           # Node object; leases renew every 10 s
-        "lease_bytes": Field(int, 300, lo=0),
+        "node_bytes": Field(NUM, PROFILE, lo=0),           # Node object; leases renew every 10 s
+        "lease_bytes": Field(NUM, PROFILE, lo=0),
     },
     "chaos": ListOf(CHAOS_EVENT, default=[]),
     "slo": {

@@ -43,6 +43,8 @@ def header(run_id: str, scenario: Scenario, plan: RunPlan, **extra: Any) -> dict
         "complete": False, "wall_s": 0.0, "duration_h": round(plan.horizon_s / 3600.0, 4),
         "fleet": fleet_dict(plan.fleet), "workload": plan.workload_info,
         "chaos": chaos_digest(plan.chaos), "slo": dict(scenario.data["slo"]),
+        "profile": {"name": scenario.profile.name, "path": scenario.profile.path,
+                    "description": scenario.profile.description},
         **extra, "schedulers": {},
     }
 
@@ -62,4 +64,6 @@ def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str,
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)
     out["slo_met"] = slo_met(out, scenario.data["slo"])
+    if backend == "sim":
+        out["model"] = scenario.model_status(name)
     return out

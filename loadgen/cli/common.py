@@ -19,6 +19,9 @@ def add_targets(parser, default_help: str = "the scenario's schedulers_enabled")
     parser.add_argument("--schedulers", help=f"comma-separated subset of {','.join(SCHEDULERS)} (default: {default_help})")
     parser.add_argument("--backend", choices=backends(), default="sim",
                         help="sim: the embedded simulated schedulers (default); real: launch the real ones")
+    parser.add_argument("--profile", help="calibration profile of the simulated schedulers: a shipped name "
+                        "(reference, local) or a profile file from `gangstorm calibrate` (default: the "
+                        "scenario's `profile:`, else reference)")
 
 
 def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
@@ -51,8 +54,8 @@ def _argtype(o: Override):
 
 def scenario_from(args) -> Scenario:
     """The subcommand's scenario with whichever shared overrides it declared."""
-    return load_with_overrides(args.scenario, **{d: getattr(args, d) for d in OVERRIDES
-                                                 if OVERRIDES[d].key and hasattr(args, d)})
+    return load_with_overrides(args.scenario, profile=getattr(args, "profile", None),
+                               **{d: getattr(args, d) for d in OVERRIDES if OVERRIDES[d].key and hasattr(args, d)})
 
 
 def _positive(kind, noun: str):

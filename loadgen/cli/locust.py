@@ -52,6 +52,8 @@ def build_command(args, scenario, names: list[str], out: Path) -> list[str]:
     for dest in ("nodes", "seed", "churn"):
         if getattr(args, dest) is not None:
             cmd += [OVERRIDES[dest].flag, str(getattr(args, dest))]
+    if args.profile:
+        cmd += ["--sim-profile", args.profile]
     if args.worker:
         return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
                 "--master-host", "127.0.0.1", "--master-port", str(args.master_port)]

@@ -18,6 +18,7 @@ ARGS = [
     ("backend", "--backend", "sim", "sim (simulated scheduler, time-scaled) or real"),
     *[(o.dest, o.flag, f"{TIME_SCALE:g}" if o.dest == "time_scale" else "", f"{o.help} (empty = the scenario's)"
        if o.key else o.help) for o in OVERRIDES.values() if o.dest != "duration_h"],
+    ("profile", "--sim-profile", "", "calibration profile of the simulated schedulers (empty = the scenario's); Locust has its own --profile"),
     ("results_dir", "--results-dir", "", "where summary.json goes (empty = results/<run-id>)"),
 ]
 
@@ -64,7 +65,7 @@ def settings(opts) -> Settings:
     missing = [n for n in names if (n, backend) not in REGISTRY]
     if missing:
         raise OptionError(f"--schedulers: no {backend} target for {', '.join(missing)}")
-    scenario = load_with_overrides(path, **values)
+    scenario = load_with_overrides(path, profile=str(getattr(opts, "profile", "") or "").strip() or None, **values)
     return Settings(scenario=scenario, schedulers=names, backend=backend, time_scale=scale,
                     results_dir=str(getattr(opts, "results_dir", "") or "").strip(),
                     wall=target_class(names[0], backend).timebase == "wall")
