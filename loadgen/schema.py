@@ -39,6 +39,18 @@ class Field:
     hi: float | None = None
     choices: tuple | None = None
     nullable: bool = False
+    source: str = ""          # where a default that stands for a real scheduler's default comes from
+
+
+# Where the defaults of real schedulers' settings come from (docs/fidelity.md lists them all).
+K8S_SCHED = "kube-scheduler default, kubernetes pkg/scheduler/apis/config/v1/defaults.go"
+K8S_QUEUE = "kube-scheduler default, kubernetes pkg/scheduler/backend/queue/scheduling_queue.go"
+K8S_APISERVER = "kube-apiserver default, kubernetes staging/src/k8s.io/apiserver/pkg/server/config.go"
+VC_SCHED = "vc-scheduler default, volcano cmd/scheduler/app/options/options.go (v1.14)"
+VC_CTRL = "vc-controller-manager default, volcano cmd/controller-manager/app/options/options.go (v1.14)"
+RAY_CONF = "Ray default, ray src/ray/common/ray_config_def.h"
+SLURM_CONF = "Slurm default, slurm.conf(5) SchedulerParameters (22.05 and current)"
+ETCD = "etcd default, etcd server/storage/quota.go (DefaultQuotaBytes)"
 
 
 @dataclass(frozen=True)
@@ -114,18 +126,20 @@ SCENARIO = {
     },
     "schedulers": {
         "kube": {
-            "percentage_of_nodes_to_score": Field(int, None, lo=1, hi=100, nullable=True),
-            "scoring": Field(str, "least_allocated",
-                             choices=("least_allocated", "most_allocated", "balanced_allocation")),
-            "gpu_weight": Field(int, 3, lo=0, hi=100),
-            "api_qps": Field(NUM, 50.0, lo=0.1),
-            "api_burst": Field(int, 100, lo=1),
+            "percentage_of_nodes_to_score": Field(int, None, lo=1, hi=100, nullable=True,
+                                                  source=K8S_SCHED + " (0 = adaptive)"),
+            "scoring": Field(str, "least_allocated", choices=("least_allocated", "most_allocated", "balanced_allocation"),
+                             source=K8S_SCHED + " (NodeResourcesFit LeastAllocated, cpu 1, memory 1)"),
+            "gpu_weight": Field(int, 3, lo=0, hi=100),        # our scheduler profile: GPUs count 3x cpu and memory
+            "api_qps": Field(NUM, 50.0, lo=0.1, source=K8S_SCHED + " (clientConnection.qps)"),
+            "api_burst": Field(int, 100, lo=1, source=K8S_SCHED + " (clientConnection.burst)"),
             "coscheduling": Field(bool, False),
-            "permit_timeout_s": Field(NUM, 60.0, lo=0),
-            "pod_initial_backoff_s": Field(NUM, 1.0, lo=0),
-            "pod_max_backoff_s": Field(NUM, 10.0, lo=0),
-            "cycle_base_ms": Field(NUM, PROFILE, lo=0),     # per-pod scheduling cycle cost
-            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered+scored (16 goroutines)
+            "permit_timeout_s": Field(NUM, 60.0, lo=0, source="scheduler-plugins coscheduling default permitWaitingTimeSeconds"),
+            "pod_initial_backoff_s": Field(NUM, 1.0, lo=0, source=K8S_SCHED + " (podInitialBackoffSeconds)"),
+            "pod_max_backoff_s": Field(NUM, 10.0, lo=0, source=K8S_SCHED + " (podMaxBackoffSeconds)"),
+            "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # scheduling cycle per pod: fixed part
+            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered and scored
+            "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),
@@ -134,24 +148,28 @@ SCENARIO = {
             "cluster_name": Field(str, "gangstorm"),
         },
         "volcano": {
-            "schedule_period_s": Field(NUM, 1.0, lo=0.01),
+            "schedule_period_s": Field(NUM, 1.0, lo=0.01, source=VC_SCHED + " (--schedule-period)"),
             "actions": ListOf(Field(str, choices=("enqueue", "allocate", "backfill", "preempt", "reclaim")),
                               default=["enqueue", "allocate", "backfill"]),
             "plugins": ListOf(Field(str, choices=("gang", "priority", "proportion", "drf", "binpack",
                                                   "predicates", "nodeorder", "conformance")),
                               default=["gang", "priority", "proportion", "drf", "binpack",
                                        "predicates", "nodeorder"]),
-            "api_qps": Field(NUM, 2000.0, lo=0.1),
-            "api_burst": Field(int, 2000, lo=1),
-            "session_base_ms": Field(NUM, PROFILE, lo=0),
-            "session_per_node_us": Field(NUM, PROFILE, lo=0),
-            "session_per_task_us": Field(NUM, PROFILE, lo=0),
+            "api_qps": Field(NUM, 2000.0, lo=0.1, source=VC_SCHED + " (--kube-api-qps)"),
+            "api_burst": Field(int, 2000, lo=1, source=VC_SCHED + " (--kube-api-burst)"),
+            "controller_qps": Field(NUM, 50.0, lo=0.1, source=VC_CTRL + " (--kube-api-qps)"),
+            "controller_burst": Field(int, 100, lo=1, source=VC_CTRL + " (--kube-api-burst)"),
+            "session_base_ms": Field(NUM, PROFILE, lo=0),    # one scheduling session: fixed part
+            "session_per_node_us": Field(NUM, PROFILE, lo=0),  # ... per node in the snapshot
+            "session_per_task_us": Field(NUM, PROFILE, lo=0),  # ... per pending task considered
+            "observe_ms": Field(NUM, PROFILE, lo=0),
             "queues": {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
             },
-            # real backend only (fakes/volcano/controlplane.py, fakes/volcano/target.py)
-            "controller_workers": Field(int, None, lo=1, hi=256, nullable=True),
+            # real backend only (fakes/volcano/controlplane.py, fakes/volcano/target.py); the sim
+            # models the default of 3 workers through controller_qps/burst
+            "controller_workers": Field(int, None, lo=1, hi=256, nullable=True, source=VC_CTRL + " (--worker-threads 3)"),
             "client_threads": Field(int, 8, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
         },
@@ -160,30 +178,45 @@ SCENARIO = {
                                          choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
             "single_node_strategy": Field(str, "PACK",
                                           choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
-            "gcs_base_ms": Field(NUM, PROFILE, lo=0),        # GCS work per group
-            "gcs_per_bundle_ms": Field(NUM, PROFILE, lo=0),
-            "commit_rtt_ms": Field(NUM, PROFILE, lo=0),      # one prepare or commit round to raylets
-            "retry_initial_s": Field(NUM, 0.1, lo=0),
-            "retry_max_s": Field(NUM, 10.0, lo=0),
+            "gcs_base_ms": Field(NUM, PROFILE, lo=0),          # GCS scheduling work per group: fixed part
+            "gcs_per_bundle_ms": Field(NUM, PROFILE, lo=0),    # ... per bundle
+            "gcs_per_bundle_sq_us": Field(NUM, PROFILE, lo=0),  # ... per bundle squared (bundle-to-bundle checks)
+            "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node considered
+            "commit_rtt_ms": Field(NUM, PROFILE, lo=0),        # one prepare or commit round to the raylets
+            "observe_ms": Field(NUM, PROFILE, lo=0),           # ready -> the driver's callback
+            "retry_initial_s": Field(NUM, 0.1, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
+            "retry_multiplier": Field(NUM, 1.5, lo=1, source=RAY_CONF + " (gcs_create_placement_group_retry_multiplier)"),
+            "retry_max_s": Field(NUM, 1.0, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
         },
         "slurm": {
-            "sched_interval_s": Field(NUM, 60.0, lo=1),
-            "sched_min_interval_s": Field(NUM, 2.0, lo=0),
-            "bf_interval_s": Field(NUM, 30.0, lo=1),
-            "bf_window_min": Field(int, 1440, lo=1),
-            "bf_resolution_s": Field(int, 60, lo=1),
-            "bf_max_job_test": Field(int, 500, lo=1),
-            "default_queue_depth": Field(int, 100, lo=1),
+            "sched_interval_s": Field(NUM, 60.0, lo=1, source=SLURM_CONF + " (sched_interval)"),
+            "sched_min_interval_s": Field(NUM, 2e-6, lo=0, source=SLURM_CONF + " (sched_min_interval = 2 us)"),
+            "batch_sched_delay_s": Field(NUM, 3.0, lo=0, source=SLURM_CONF + " (batch_sched_delay)"),
+            "bf_interval_s": Field(NUM, 30.0, lo=1, source=SLURM_CONF + " (bf_interval)"),
+            "bf_window_min": Field(int, 1440, lo=1, source=SLURM_CONF + " (bf_window)"),
+            "bf_resolution_s": Field(int, 60, lo=1, source=SLURM_CONF + " (bf_resolution)"),
+            "bf_max_job_test": Field(int, 500, lo=1, source=SLURM_CONF + " (bf_max_job_test)"),
+            "bf_max_job_start": Field(int, 0, lo=0, source=SLURM_CONF + " (bf_max_job_start; 0 = no limit)"),
+            "default_queue_depth": Field(int, 100, lo=1, source=SLURM_CONF + " (default_queue_depth)"),
+            # Fair share and age need SlurmDBD (slurmctld ignores their weights without it); the real
+            # backend runs without one, so "none" is what it does and "slurmdbd" is sim-only.
+            "accounting_storage": Field(str, "none", choices=("none", "slurmdbd")),
             "priority_weight_age": Field(int, 1000, lo=0),
             "priority_weight_fairshare": Field(int, 10000, lo=0),
             "priority_weight_jobsize": Field(int, 1000, lo=0),
-            "priority_max_age_h": Field(NUM, 168.0, lo=0.01),
-            "priority_decay_half_life_h": Field(NUM, 168.0, lo=0.01),
-            "switches": Field(int, 0, lo=0),
-            "switches_max_wait_s": Field(NUM, 300.0, lo=0),
-            "time_limit_factor": Field(NUM, 1.5, lo=1),
-            "rpc_ms": Field(NUM, PROFILE, lo=0),             # slurmctld work per submit RPC
-            "cred_expire_s": Field(NUM, 120.0, lo=0),    # a requeued job waits this long to restart
+            "priority_max_age_h": Field(NUM, 168.0, lo=0.01, source="Slurm default, slurm.conf(5) PriorityMaxAge 7-0"),
+            "priority_decay_half_life_h": Field(NUM, 168.0, lo=0.01, source="Slurm default, slurm.conf(5) PriorityDecayHalfLife 7-0"),
+            "switches": Field(int, 0, lo=0),                  # --switches=N for gangs of switches_min_members+
+            "switches_min_members": Field(int, 8, lo=1),
+            "switches_max_wait_s": Field(NUM, 300.0, lo=0, source=SLURM_CONF + " (max_switch_wait)"),
+            "time_limit_factor": Field(NUM, 1.5, lo=1),       # --time = duration x this (the workload's own padding)
+            "cred_expire_s": Field(NUM, 120.0, lo=0, source="Slurm default, slurm.conf(5) AuthInfo cred_expire 120"),
+            "rpc_ms": Field(NUM, PROFILE, lo=0),              # slurmctld work per submit RPC
+            "main_cycle_base_ms": Field(NUM, PROFILE, lo=0),  # main scheduling loop: fixed part
+            "main_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
+            "bf_cycle_base_ms": Field(NUM, PROFILE, lo=0),    # backfill cycle: fixed part
+            "bf_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
+            "observe_ms": Field(NUM, PROFILE, lo=0),          # start -> the client's squeue poll sees it
             # real backend only (fakes/slurm/fleet.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),
             "poll_s": Field(NUM, 0.5, lo=0.01),
@@ -193,19 +226,23 @@ SCENARIO = {
         },
     },
     "control_plane": {
-        "etcd_quota_bytes": Field(int, 2 * 1024**3, lo=1024**2),
-        "compaction_interval_s": Field(NUM, 300.0, lo=1),
-        "max_requests_inflight": Field(int, 400, lo=1),
-        "max_mutating_requests_inflight": Field(int, 200, lo=1),
-        "write_ms": Field(NUM, PROFILE, lo=0),              # apiserver+etcd service time per write
+        "etcd_quota_bytes": Field(int, 2 * 1024**3, lo=1024**2, source=ETCD),
+        "compaction_interval_s": Field(NUM, 300.0, lo=1, source="kube-apiserver default --etcd-compaction-interval 5m"),
+        "max_requests_inflight": Field(int, 400, lo=1, source=K8S_APISERVER),
+        "max_mutating_requests_inflight": Field(int, 200, lo=1, source=K8S_APISERVER),
+        "write_ms": Field(NUM, PROFILE, lo=0),            # apiserver + etcd service time per write
+        "create_ms": Field(NUM, PROFILE, lo=0),           # a client's create call, end to end
         "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1),
                          "event": Field(NUM, PROFILE, lo=1)},
-        "recovery_s": Field(NUM, PROFILE, lo=0),          # operator: compact+defrag+disarm takes this
+        "node_bytes": Field(NUM, PROFILE, lo=0),          # a Node object in etcd
+        "lease_bytes": Field(NUM, PROFILE, lo=0),         # a node Lease in etcd
+        "lease_renew_s": Field(NUM, PROFILE, lo=0.1),     # every node renews its Lease this often
+        "node_status_s": Field(NUM, PROFILE, lo=0.1),     # ... and rewrites its status this often
+        "recovery_s": Field(NUM, PROFILE, lo=0),          # operator: compact + defrag + disarm takes this
         "auto_recover_after_s": Field(NUM, None, lo=0, nullable=True),
-        "client_retry_s": Field(NUM, 10.0, lo=0.01),    # a refused create is retried this often...
-        "submit_timeout_s": Field(NUM, 900.0, lo=0),    # ... until the job is given up as failed
-        "node_bytes": Field(NUM, PROFILE, lo=0),           # Node object; leases renew every 10 s
-        "lease_bytes": Field(NUM, PROFILE, lo=0),
+        # gangstorm's own client: a refused create is retried this often, until the job is given up
+        "client_retry_s": Field(NUM, 10.0, lo=0.01),
+        "submit_timeout_s": Field(NUM, 900.0, lo=0),
     },
     "chaos": ListOf(CHAOS_EVENT, default=[]),
     "slo": {

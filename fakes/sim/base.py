@@ -56,10 +56,23 @@ class SimTarget(Target):
         self._seq = itertools.count()
         self._prefill_ids = itertools.count(-1, -1)
         self.counters: dict[str, float] = {}
+        # What a client of the real scheduler sees lags its decisions (a watch event, an squeue
+        # poll, a ready callback): every job event reaches the runner this much later, in order.
+        self.observe_s = float(self.cfg.get("observe_ms") or 0.0) / 1000.0
 
     # --- time -------------------------------------------------------------------------------
     def _at(self, t: float, fn, *args) -> None:
         heapq.heappush(self._timers, (t, next(self._seq), fn, args))
+
+    def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "",
+              backend_t: float | None = None) -> None:
+        if self.observe_s > 0:
+            self._at(t + self.observe_s, self._observed, job_id, kind, members, reason)
+        else:
+            super()._emit(t, job_id, kind, members, reason, backend_t)
+
+    def _observed(self, t: float, job_id: int, kind: Kind, members: int, reason: str) -> None:
+        super()._emit(t, job_id, kind, members, reason)
 
     def next_wakeup(self) -> float | None:
         return self._timers[0][0] if self._timers else None
