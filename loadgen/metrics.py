@@ -30,6 +30,16 @@ def latency_stats(values) -> dict:
     return out
 
 
+def scheduling_tax(rec: Recorder) -> dict:
+    """The share of allocated GPU-time that bought no progress, from what happened in the run:
+    GPUs held by gangs not (or no longer) fully bound, plus the work of runs cut short by an
+    eviction or a node failure."""
+    wasted = rec.partial_gpu_s + rec.lost_gpu_s
+    return {"tax": round(wasted / rec.held_gpu_s, 6) if rec.held_gpu_s > 0 else 0.0,
+            "partial_gang_gpu_hours": round(rec.partial_gpu_s / 3600.0, 6),
+            "lost_work_gpu_hours": round(rec.lost_gpu_s / 3600.0, 6)}
+
+
 def cost_per_million_gpu_hours(price: float, alloc_util: float, active_util: float, tax: float) -> float | None:
     """The seed's model: price / (alloc_util x active_util) / (1 - scheduling_tax) x 1e6."""
     if alloc_util <= 0:
@@ -38,7 +48,7 @@ def cost_per_million_gpu_hours(price: float, alloc_util: float, active_util: flo
 
 
 def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float, float],
-              cost: dict, scheduler: str) -> dict:
+              cost: dict) -> dict:
     admitted = ~np.isnan(rec.admit)
     latency = rec.admit - rec.submit
     pending = rec.accepted & ~admitted & ~rec.failed & ~rec.rejected
@@ -56,8 +66,8 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
     alloc_util = rec.held_gpu_s_window / (total_gpus * span)
     in_window = [s for s in rec.samples if lo <= s.t <= hi]
     frag = float(np.mean([s.gpus_stranded for s in in_window]) / total_gpus) if in_window else 0.0
-    tax = cost["scheduling_tax"].get(scheduler, 0.0)
-    cpm = cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc_util, cost["active_util"], tax)
+    tax = scheduling_tax(rec)
+    cpm = cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc_util, cost["active_util"], tax["tax"])
     out = {
         "jobs": {"submitted": submitted, "accepted": int(rec.accepted.sum()), "admitted": int(admitted.sum()),
                  "never_admitted": int((~admitted).sum()), "pending_at_end": int(pending.sum()),
@@ -74,6 +84,7 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
         "gangs_ever_partial": int(rec.partial_ever[rec.members > 1].sum()),
         "gangs_never_completed": int((~admitted & (rec.members > 1) & rec.partial_ever).sum()),
         "gpu_hours_allocated": round(rec.held_gpu_s / 3600.0, 3),
+        "scheduling_tax": tax,
         "cost_per_million_gpu_hours": None if cpm is None else round(cpm, 2),
         "failure_reasons": _count(rec.reason.values()),
     }

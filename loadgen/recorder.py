@@ -44,6 +44,10 @@ class Recorder:
         self.window = (0.0, np.inf)
         self.held_gpu_s_window = 0.0
         self.partial_ever = np.zeros(n, dtype=bool)
+        # work thrown away: GPU-seconds of runs cut short by an eviction or a node failure (the
+        # gang restarts from scratch: no checkpoints are modelled)
+        self.run_start = np.full(n, np.nan)
+        self.lost_gpu_s = 0.0
 
     def set_window(self, start: float, end: float) -> None:
         self.window = (float(start), float(end))
@@ -88,6 +92,8 @@ class Recorder:
             elif k is Kind.BOUND:
                 self._set_bound(i, e.members, bool(self.admitted_now[i]))
             elif k is Kind.ADMITTED:
+                if np.isnan(self.run_start[i]):
+                    self.run_start[i] = e.t
                 self._set_bound(i, max(e.members, int(self.bound[i])), True)
                 if np.isnan(self.admit[i]):
                     self.admit[i] = e.t
@@ -97,6 +103,9 @@ class Recorder:
                     self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
             elif k is Kind.EVICTED:
                 self.evictions[i] += 1
+                if not np.isnan(self.run_start[i]):
+                    self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * int(self.gpm[i])
+                    self.run_start[i] = np.nan
                 self._set_bound(i, e.members, False)
             elif k is Kind.REQUEUED:
                 self.requeued_at.setdefault(e.job_id, e.t)

@@ -23,8 +23,8 @@ def render(summary: dict) -> str:
         f"{'Complete' if summary['complete'] else 'INCOMPLETE (partial result)'}; wall {summary['wall_s']:.1f} s.",
         "",
         "| scheduler | backend | admitted | never admitted | admission p50 s | p99 s | p99.9 s (n) | max s "
-        "| alloc util | fragmentation | partial-gang GPU-h | $ per 1M GPU-h |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| alloc util | fragmentation | partial-gang GPU-h | sched. tax | $ per 1M GPU-h |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in summary["schedulers"].items():
         a = s["admission_s"]
@@ -32,7 +32,7 @@ def render(summary: dict) -> str:
             f"| {name} | {s['backend']} | {s['jobs']['admitted']:,} | {s['jobs']['never_admitted']:,} "
             f"| {_fmt(a['p50'], 2)} | {_fmt(a['p99'], 1)} | {_fmt(a['p999'], 1)} ({a['count']:,}) | {_fmt(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
-            f"| {_fmt(s['cost_per_million_gpu_hours'], 0)} |")
+            f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {_fmt(s['cost_per_million_gpu_hours'], 0)} |")
     lines += ["", "Admission by class (p50 / p99 / p99.9 seconds, count):", ""]
     classes = sorted({c for s in summary["schedulers"].values() for c in s["by_class"]})
     lines.append("| scheduler | " + " | ".join(classes) + " |")
@@ -68,5 +68,7 @@ def render(summary: dict) -> str:
         lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
+              "scheduling tax = (GPU-hours held by partial gangs + GPU-hours of runs cut short by evictions or node "
+              "failures) / GPU-hours allocated, measured in the run; "
               "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
     return "\n".join(lines)

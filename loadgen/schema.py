@@ -251,10 +251,10 @@ SCENARIO = {
         "min_alloc_util": Field(NUM, None, lo=0, hi=1, nullable=True),
     },
     "cost": {
+        # Inputs, not model constants: what the user pays per GPU-hour and how busy allocated GPUs
+        # are (the scheduling tax is measured per run: loadgen/metrics.py scheduling_tax).
         "gpu_hour_usd": Field(NUM, 2.5, lo=0),
         "active_util": Field(NUM, 0.7, lo=0.01, hi=1),
-        "scheduling_tax": MapOf(Field(NUM, lo=0, hi=0.99),
-                                default={"kube": 0.03, "volcano": 0.04, "ray": 0.05, "slurm": 0.02}),
     },
     "ceiling": {
         "multipliers": ListOf(Field(NUM, lo=0.01), default=[1, 3, 6, 12, 24, 48, 96]),

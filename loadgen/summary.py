@@ -59,7 +59,7 @@ def slo_met(result: dict[str, Any], slo: dict[str, Any]) -> bool:
 def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str, end_s: float,
                      total_gpus: int, control_plane: dict[str, Any]) -> dict[str, Any]:
     out = {"backend": backend,
-           **summarize(rec, total_gpus, end_s, rec.window, scenario.section("cost"), name)}
+           **summarize(rec, total_gpus, end_s, rec.window, scenario.section("cost"))}
     out["control_plane"] = control_plane
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)
