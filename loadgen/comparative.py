@@ -57,12 +57,13 @@ def run(scenario: Scenario, opts: RunOptions) -> dict:
     return summary
 
 
-def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, store: RunStore) -> dict:
+def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, store: RunStore | None) -> dict:
+    """One scheduler on the plan. Without a store nothing is written (calibration's twins)."""
     cls = target_class(name, opts.backend)
     wall = cls.timebase == "wall"
     scale = opts.time_scale if wall else 1.0
-    run_dir = store.dir / f"{name}-{opts.backend}"
-    if wall:
+    run_dir = store.dir / f"{name}-{opts.backend}" if store else None
+    if wall and run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
     target = cls(TargetContext(fleet=plan.fleet, config=scenario.scheduler_config(name),
                                control_plane=scenario.section("control_plane"), seed=scenario.seed,
@@ -87,7 +88,7 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, stor
     if wall:
         result["time_scale"] = scale
         result["latency_clock"] = "wall seconds (real control-plane latency, not scaled)"
-    if opts.jobs_csv:
+    if opts.jobs_csv and store:
         store.append_jobs(name, opts.backend, rec)
         store.write_timeseries(name, rec)
     return result

@@ -1,32 +1,74 @@
-"""gangstorm calibrate SCENARIO --schedulers X --nodes N: real backend vs its simulated twin."""
+"""gangstorm calibrate --schedulers X: fit the simulated scheduler to the real one and validate it.
+
+STARTS THE REAL BACKENDS on this machine (slurmctld + slurmd, raylets, kube-apiserver + etcd +
+kube-scheduler or Volcano on KWOK), several times: every fitting case (two or more scenarios x two
+or more scales) and the held-out cases (a larger scale, a chaos scenario), each --repeats times.
+"""
 from __future__ import annotations
 
-import json
+import shlex
+import sys
 from pathlib import Path
 
-from loadgen.cli.common import add_overrides, parse_schedulers, scenario_from
+from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_int
+
+# Sizes at which each real backend runs unsaturated on a 2-core, 24 GB machine (docs/fidelity.md).
+SCALES = {"kube": [50, 100], "volcano": [50, 100], "slurm": [32, 64], "ray": [8, 16]}
+HELD_OUT_SCALE = {"kube": 200, "volcano": 200, "slurm": 128, "ray": 24}
+SCENARIOS = ["scenarios/baseline-3x.yaml", "scenarios/fragmentation.yaml"]
+HELD_OUT_SCENARIO = "scenarios/evictions.yaml"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="run the same trace on a real backend and its simulated stand-in")
-    p.add_argument("scenario")
-    p.add_argument("--schedulers", required=True)
-    add_overrides(p, "nodes", "duration_h", "time_scale", required=("nodes",))
-    p.add_argument("--out")
+    p = sub.add_parser("calibrate", help="fit the simulated schedulers to the real ones (starts real backends)",
+                       description=__doc__)
+    p.add_argument("--schedulers", required=True, help="comma-separated subset of kube,volcano,ray,slurm")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+                   help=f"fitting scenarios, at least two (default {','.join(SCENARIOS)})")
+    p.add_argument("--scales", help="fitting fleet sizes, at least two (default per scheduler: "
+                   + "; ".join(f"{k} {','.join(map(str, v))}" for k, v in SCALES.items()) + ")")
+    p.add_argument("--held-out-scale", type=positive_int, help="held-out fleet size (default per scheduler: "
+                   + ", ".join(f"{k} {v}" for k, v in HELD_OUT_SCALE.items()) + ")")
+    p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO, help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
+    p.add_argument("--repeats", type=positive_int, default=3, help="real runs per case (default 3, the minimum for a spread)")
+    add_overrides(p, "seed", "duration_h", "time_scale", time_scale=20.0)   # small real fleets: 20 virtual s/s
+    p.add_argument("--profile", default="local", help="profile to start from (default local)")
+    p.add_argument("--write-profile", help="profile file to write or update (default <out>/profile.yaml)")
+    p.add_argument("--out", help="where real runs, fidelity.md and calibration.json go (default results/calibration)")
     p.set_defaults(func=main)
 
 
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if len(vals) < 2 or min(vals) < 1:
+        raise UsageError(f"{flag}: expected at least two positive fleet sizes, got {text!r}")
+    return vals
+
+
 def main(args) -> int:
-    from loadgen.calibrate import calibrate
-    from loadgen.storage import new_run_id
-    sc = scenario_from(args)
-    out_root = Path(args.out) if args.out else Path("results") / (new_run_id(sc.name) + "-calibrate")
-    results = {}
-    for name in parse_schedulers(args.schedulers, sc):
-        results[name] = calibrate(sc, name, out_root / name, args.time_scale)
-        r = results[name]["ratios_real_over_sim"]
-        print(f"{name}: real/sim " + ", ".join(f"{k}={v}" for k, v in r.items()))
-    out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "calibration.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results: {out_root}/calibration.json")
+    from loadgen.calibration.calibrate import Options, calibrate
+    from loadgen.scenario import load
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if len(scenarios) < 2:
+        raise UsageError(f"--scenarios: expected at least two scenario files, got {args.scenarios!r}")
+    for path in scenarios + [args.held_out_scenario]:
+        load(path)                                   # one-line error for a missing or bad file
+    names = parse_schedulers(args.schedulers, load(scenarios[0]))
+    scales = {n: _ints(args.scales, "--scales") if args.scales else SCALES[n] for n in names}
+    held = {n: args.held_out_scale or HELD_OUT_SCALE[n] for n in names}
+    for n in names:
+        if held[n] in scales[n]:
+            raise UsageError(f"--held-out-scale: expected a size not among the fitting scales, got {held[n]}")
+    opts = Options(schedulers=names, scenarios=scenarios, scales=scales, held_out_scale=held,
+                   held_out_scenario=args.held_out_scenario, repeats=args.repeats,
+                   duration_h=args.duration_h or 0.5, time_scale=args.time_scale, base_profile=args.profile,
+                   out_dir=Path(args.out or "results/calibration"), seed=args.seed,
+                   write_profile=Path(args.write_profile) if args.write_profile else None,
+                   command="gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]))
+    out = calibrate(opts, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(out["table"])
+    print(f"profile: {out['profile']}\nresults: {opts.out_dir}/fidelity.md, calibration.json")
     return 0

@@ -34,12 +34,14 @@ def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
     return names
 
 
-def add_overrides(parser, *dests: str, required: tuple[str, ...] = ()) -> None:
+def add_overrides(parser, *dests: str, required: tuple[str, ...] = (), time_scale: float = TIME_SCALE) -> None:
     """Add the shared scenario overrides (loadgen.overrides) named by dests to a subcommand."""
     for dest in dests:
         o = OVERRIDES[dest]
-        parser.add_argument(o.flag, dest=dest, type=_argtype(o), required=dest in required, help=o.help,
-                            default=TIME_SCALE if dest == "time_scale" else None)
+        scale = dest == "time_scale"
+        parser.add_argument(o.flag, dest=dest, type=_argtype(o), required=dest in required,
+                            help=o.help.replace(f"default {TIME_SCALE:g}", f"default {time_scale:g}") if scale else o.help,
+                            default=time_scale if scale else None)
 
 
 def _argtype(o: Override):

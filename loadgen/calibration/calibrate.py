@@ -1,0 +1,137 @@
+"""`gangstorm calibrate`: real runs -> measured and fitted parameters -> held-out validation -> a profile.
+
+Every real run is kept under <out>/real/<case>/run<k>/ and reused when present, so an interrupted
+calibration resumes and a re-fit needs no new real runs (--reuse).
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from loadgen.calibration import fidelity, measure
+from loadgen.calibration.cases import Case, matrix
+from loadgen.calibration.fit import case_loss, search
+from loadgen.calibration.twin import real_run, twin
+from loadgen.overrides import load_with_overrides
+from loadgen.profile import Param, Profile, dump, load as load_profile
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    schedulers: list[str]
+    scenarios: list[str]
+    scales: dict[str, list[int]]          # per scheduler: fitting scales
+    held_out_scale: dict[str, int]
+    held_out_scenario: str
+    repeats: int = 3
+    duration_h: float = 0.5
+    drain_h: float = 0.1
+    time_scale: float = 20.0
+    base_profile: str = "local"
+    out_dir: Path = Path("results/calibration")
+    write_profile: Path | None = None
+    command: str = ""
+    seed: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def case_scenario(case: Case, opts: Options, profile: Profile | str | None):
+    sc = load_with_overrides(case.scenario, profile=profile, nodes=case.nodes, seed=opts.seed,
+                             duration_h=opts.duration_h)
+    return sc.with_overrides(drain_h=opts.drain_h)
+
+
+def real_results(name: str, cases: list[Case], opts: Options, progress: Progress) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for case in cases:
+        runs = []
+        for k in range(opts.repeats):
+            d = opts.out_dir / name / "real" / case.label / f"run{k + 1}"
+            summary = d / "summary.json"
+            if summary.exists() and json.loads(summary.read_text()).get("complete"):
+                progress(f"{name} {case.label} run {k + 1}: reused {summary}")
+            else:
+                progress(f"{name} {case.label} run {k + 1}/{opts.repeats}: real backend ...")
+                real_run(case_scenario(case, opts, opts.base_profile), name, d, opts.time_scale)
+            runs.append(json.loads(summary.read_text())["schedulers"][name])
+        out[case.label] = runs
+    return out
+
+
+def with_values(profile: Profile, values: dict[tuple[str, str], float]) -> Profile:
+    p = copy.deepcopy(profile)
+    for (section, key), v in values.items():
+        old = p.params[section][key]
+        p.params[section][key] = Param(v, old.unit, old.provenance, old.source, old.command)
+    return p
+
+
+def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
+    cases = matrix(opts.scenarios, opts.scales[name], opts.held_out_scale[name], opts.held_out_scenario)
+    real = real_results(name, cases, opts, progress)
+    stats = {c.label: fidelity.real_stats(real[c.label]) for c in cases}
+    base = load_profile(opts.base_profile)
+    measured = measure.extract(name, [(c, r) for c in cases if c.role == "fit" for r in real[c.label]])
+    start_profile = with_values(base, {k: v for k, (v, _) in measured.items()})
+    free = measure.FREE[name]
+    scenarios = {c.label: case_scenario(c, opts, None) for c in cases}
+
+    def objective(values):
+        prof = with_values(start_profile, values)
+        return sum(case_loss(stats[c.label], twin(scenarios[c.label], name, opts.time_scale, prof))
+                   for c in cases if c.role == "fit")
+
+    start = {(f.section, f.key): start_profile.params[f.section][f.key].value for f in free}
+    progress(f"{name}: fitting {', '.join(f.key for f in free)} on {sum(c.role == 'fit' for c in cases)} cases")
+    best, loss, evals = search(objective, start, free)
+    fitted = with_values(start_profile, best)
+    rows = [fidelity.row(c.label, c.role, stats[c.label], twin(scenarios[c.label], name, opts.time_scale, fitted))
+            for c in cases]
+    return {"scheduler": name, "cases": [c.__dict__ | {"label": c.label} for c in cases], "real": stats,
+            "measured": {f"{s}.{k}": {"value": v, "source": src} for (s, k), (v, src) in measured.items()},
+            "fitted": {f"{s}.{k}": v for (s, k), v in best.items()}, "fit_loss": round(loss, 6),
+            "fit_evaluations": evals, "rows": rows, "held_out": fidelity.held_out_summary(rows),
+            "profile": fitted}
+
+
+def profile_from(results: list[dict], base: Profile, opts: Options, name: str) -> Profile:
+    """The base profile with each calibrated scheduler's measured and fitted values and validation."""
+    out = copy.deepcopy(base)
+    out.name = name
+    for r in results:
+        fit_cases = ", ".join(c["label"] for c in r["cases"] if c["role"] == "fit")
+        for dotted, m in r["measured"].items():
+            section, key = dotted.split(".", 1)
+            old = out.params[section][key]
+            out.params[section][key] = Param(m["value"], old.unit, "measured", m["source"], opts.command)
+        for dotted, v in r["fitted"].items():
+            section, key = dotted.split(".", 1)
+            old = out.params[section][key]
+            out.params[section][key] = Param(round(v, 6), old.unit, "fitted",
+                                             f"fitted to admission p50/p99 and alloc util of {opts.repeats} real "
+                                             f"runs of each of {fit_cases}", opts.command)
+        out.validation[r["scheduler"]] = {"held_out": r["held_out"],
+                                          "fit_cases": [c["label"] for c in r["cases"] if c["role"] == "fit"],
+                                          "rows": r["rows"]}
+    return out
+
+
+def calibrate(opts: Options, progress: Progress = print) -> dict:
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    results = [calibrate_one(name, opts, progress) for name in opts.schedulers]
+    path = opts.write_profile or opts.out_dir / "profile.yaml"
+    # Calibrating some schedulers into an existing profile keeps the others' values and validation.
+    base = load_profile(str(path)) if path.exists() else load_profile(opts.base_profile)
+    profile = profile_from(results, base, opts, base.name if path.exists() else path.stem)
+    path.write_text(dump(profile))
+    md = "\n\n".join(fidelity.table(r["scheduler"], r["rows"]) for r in results)
+    (opts.out_dir / "fidelity.md").write_text(md + "\n")
+    doc = {"command": opts.command, "profile_written": str(path),
+           "schedulers": {r["scheduler"]: {k: v for k, v in r.items() if k != "profile"} for r in results}}
+    (opts.out_dir / "calibration.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return {"profile": str(path), "table": md, "results": results}

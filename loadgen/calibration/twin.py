@@ -1,0 +1,38 @@
+"""One real run and its simulated twin.
+
+The real run replays the scenario's plan time-scaled onto the wall clock (`gangstorm run
+--backend real`). Its twin is the simulated scheduler on that same wall-clock plan (jobs, chaos
+and window all divided by the time scale) on virtual time, so both measure in the same seconds
+and a ratio of their admission tails says how far the model is from the real scheduler.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from loadgen.comparative import RunOptions, run, run_one
+from loadgen.plan import RunPlan, plan_run
+from loadgen.profile import Profile
+from loadgen.scenario import Scenario
+from loadgen.timescale import scaled_chaos, scaled_job
+
+
+def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float) -> dict:
+    """`gangstorm run --backend real` for one scheduler; returns its summary (written to out_dir)."""
+    return run(scenario, RunOptions(schedulers=[name], backend="real", out_dir=out_dir, time_scale=time_scale))
+
+
+def wall_plan(scenario: Scenario, time_scale: float) -> RunPlan:
+    """The plan a real run replays, in wall seconds."""
+    p = plan_run(scenario)
+    return replace(p, jobs=[scaled_job(j, time_scale) for j in p.jobs], chaos=scaled_chaos(p.chaos, time_scale),
+                   horizon_s=p.horizon_s / time_scale, end_s=p.end_s / time_scale,
+                   warmup_s=p.warmup_s / time_scale)
+
+
+def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None) -> dict:
+    """The simulated scheduler on the real run's wall-clock plan; nothing written to disk."""
+    sc = scenario.with_profile(profile) if profile is not None else scenario
+    sc = sc.with_overrides(sample_every_s=max(scenario.data["sample_every_s"] / time_scale, 0.5))
+    return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
+                   wall_plan(scenario, time_scale), None)
