@@ -10,7 +10,7 @@ from loadgen.cli.common import UsageError
 from loadgen.scenario import ScenarioError
 from loadgen.traces import TraceError
 
-SUBCOMMANDS = ("run", "ceiling", "trace", "calibrate", "locust")
+SUBCOMMANDS = ("run", "ceiling", "trace", "calibrate", "profile", "locust")
 
 
 class _Parser(argparse.ArgumentParser):
