@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from loadgen.model.fleet import Fleet
-from fakes.ray.fleet import listeners, peers, ray_processes, session_pids
+from fakes.ray.fleet import ray_processes
+from fakes.real.procfs import listeners, peers
+from fakes.real.procs import session_pids
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
 from loadgen.recorder import Recorder

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fakes.real.procfs import listeners, memory_kib
+from fakes.real.procs import session_pids
 from loadgen.model.fleet import Fleet
-from fakes.ray.fleet import listeners, memory_kib, session_pids
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext

@@ -7,7 +7,6 @@ __main__, which under Locust imports locust and gevent-monkey-patches the child:
 then hangs.
 
 Commands (parent -> worker):
-  {"op":"origin","mono":M}                 run start on the shared CLOCK_MONOTONIC
   {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D}
   {"op":"prefill","id":K,"bundles":[...],"hold_s":D|null}   pinned groups (STRICT_PACK)
   {"op":"evict","id":J}                    remove J's group and create it again (whole gang)
@@ -20,7 +19,8 @@ Messages (worker -> parent):
   {"ev":"failed","id":J,"t":T,"reason":R}
   {"ev":"cp","t":T,...}                    control-plane sample, about once a second
   {"ev":"error","error":E} / {"ev":"stopped"}
-Timestamps are seconds since the run's origin, taken in this process when Ray reports.
+Timestamps are time.monotonic() (CLOCK_MONOTONIC, shared by every process on the machine), taken
+in this process when Ray reports; the target turns them into run seconds with its RunClock.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ import threading
 import time
 from typing import Any
 
-HEAD_NAME = "ray-head"      # the resource-less head node fakes/ray/fleet.py starts
+from fakes.ray.fleet import HEAD_NAME
+
 CP_EVERY_S = 1.0
 TABLE_EVERY_S = 10.0
 WATCH_EVERY_S = 0.2
@@ -50,19 +51,15 @@ class Worker:
         self.out = out
         self.out_lock = threading.Lock()
         self.q: queue.Queue = queue.Queue()
-        self.origin = time.monotonic()
         self.groups: dict[int, dict[str, Any]] = {}     # id -> {pg, spec, state, end, token, nodes}
         self.timers: list[tuple[float, int, int]] = []  # (end mono, id, token)
-        self.watch: dict[int, float] = {}                # id -> node-kill time (run seconds)
+        self.watch: dict[int, float] = {}                # id -> node-kill time (monotonic)
         self.created = 0
         self.removed = 0
         self.gcs_states: dict[str, int] = {}
         self.next_table = 0.0
         self.dead_nodes: set[str] = set()     # killed raylets
         self.dead_unseen: set[str] = set()    # ... the GCS has not marked dead yet
-
-    def now(self) -> float:
-        return time.monotonic() - self.origin
 
     def send(self, **msg: Any) -> None:
         with self.out_lock:
@@ -78,7 +75,7 @@ class Worker:
         g["pg"] = self._pg(spec["bundles"], strategy=spec["strategy"], name=f"gs-{gid}")
         self.groups[gid] = g
         fut = g["pg"].ready().future()
-        fut.add_done_callback(lambda f, gid=gid, token=token: self.q.put(("ready", gid, token, self.now(), f)))
+        fut.add_done_callback(lambda f, gid=gid, token=token: self.q.put(("ready", gid, token, time.monotonic(), f)))
 
     def on_ready(self, gid: int, token: int, t: float, fut) -> None:
         g = self.groups.get(gid)
@@ -120,7 +117,7 @@ class Worker:
                 continue
             self.remove(gid)
             g["state"] = "done"
-            self.send(ev="finished", id=gid, t=self.now())
+            self.send(ev="finished", id=gid, t=time.monotonic())
             self.groups.pop(gid, None)
             self.watch.pop(gid, None)
 
@@ -129,7 +126,7 @@ class Worker:
         if g is None or g["state"] == "done":
             return
         self.remove(gid)
-        self.send(ev="lost", id=gid, t=self.now(), nodes=g["nodes"], state="REMOVED", reason="evicted")
+        self.send(ev="lost", id=gid, t=time.monotonic(), nodes=g["nodes"], state="REMOVED", reason="evicted")
         self.watch.pop(gid, None)
         self.create(gid, g["spec"])
 
@@ -157,11 +154,11 @@ class Worker:
             if state == "REMOVED":
                 self.watch.pop(gid, None)
                 g["state"] = "done"
-                self.send(ev="failed", id=gid, t=self.now(), reason="pg-removed-after-node-failure")
+                self.send(ev="failed", id=gid, t=time.monotonic(), reason="pg-removed-after-node-failure")
             elif state == "CREATED" and not set(row["bundles_to_node_id"].values()) & self.dead_nodes:
                 self.watch.pop(gid, None)
                 g["state"] = "pending"
-                self.q.put(("ready", gid, g["token"], self.now(), _Done()))
+                self.q.put(("ready", gid, g["token"], time.monotonic(), _Done()))
 
     def control_plane(self) -> None:
         try:
@@ -185,8 +182,8 @@ class Worker:
         for n in fleet:
             if not n.get("Alive") and n.get("NodeID") in self.dead_unseen:
                 self.dead_unseen.discard(n["NodeID"])
-                self.send(ev="node_marked_dead", node_id=n["NodeID"], t=self.now())
-        self.send(ev="cp", t=self.now(), raylets_alive=len(alive), raylets_dead=len(fleet) - len(alive),
+                self.send(ev="node_marked_dead", node_id=n["NodeID"], t=time.monotonic())
+        self.send(ev="cp", t=time.monotonic(), raylets_alive=len(alive), raylets_dead=len(fleet) - len(alive),
                   gpus_alive=sum(int(n.get("Resources", {}).get("GPU", 0)) for n in alive),
                   gcs_groups=states, groups_created=self.created, groups_removed=self.removed)
 
@@ -228,8 +225,6 @@ class Worker:
             self.evict(int(msg["id"]))
         elif op == "node_dead":
             self.node_dead(msg["node_id"], float(msg["t"]))
-        elif op == "origin":
-            self.origin = float(msg["mono"])
         elif op == "stop":
             return False
         return True

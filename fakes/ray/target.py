@@ -5,62 +5,65 @@ strategy multi_node_strategy for multi-member gangs, single_node_strategy for 1-
 same ctx.config keys the simulated ray reads). Admission = job.submit_s to the moment pg.ready()
 resolves; the group is held for job.duration_s and then removed.
 
-This module never imports ray: the fleet runs in its own session (fakes/ray/fleet.py) and the
-driver in its own process (fakes/ray/driver.py), so the target works from a
+This module never imports ray: the fleet's launcher (fakes/ray/serve.py, through RayFleet) and the
+driver (fakes/ray/driver.py) each run in their own session, so the target works from a
 gevent-patched Locust process too. All I/O here is non-blocking pipe reads in advance().
 """
 from __future__ import annotations
 
-import json
+import itertools
 import os
-import subprocess
+import queue
 import sys
 import threading
 import time
 from collections import deque
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
-from loadgen.model.fleet import stranded_gpus
-from fakes.ray.fleet import RayFleet, node_resource, stop_child
+from fakes.ray.fleet import REPO, RayFleet, node_resource
+from fakes.ray.pipe import JsonPipe
+from fakes.real.base import RealTarget
+from fakes.real.procfs import mem_available_mib
+from fakes.real.procs import spawn, stop_child
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
+from loadgen.model.target import ChaosAction, TargetContext
 
 MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
 MAX_RAYLETS = 256
+COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
+            "prefill_misplaced")
 
 
 class RayTargetError(RuntimeError):
     pass
 
 
-class RealRay(Target):
+class RealRay(RealTarget):
     name = "ray"
-    backend = "real"
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
-        self.cfg = ctx.config
-        self.fleet_model = ctx.fleet
         self.n = ctx.fleet.nodes
-        self.fleet: RayFleet | None = None
-        self.proc: subprocess.Popen | None = None
-        self._buf = b""
-        self._origin: float | None = None
-        self._events: list[Event] = []
-        self.jobs: dict[int, Job] = {}
+        self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
+        self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir)    # the raylets of the base's fleet model
+        self.proc = None                                         # the driver process
+        self.driver: JsonPipe | None = None
+        self.dead = self.down                                    # nodes whose raylet chaos killed
+        self.jobs: dict[int, Job] = {}                 # submitted, not finished or failed
         self.pending: dict[int, Job] = {}              # submitted, not (or no longer) ready
         self.running: dict[int, list[int]] = {}        # job id -> node index per bundle
         self.partial: dict[int, int] = {}              # job id -> members still bound while rescheduling
+        self.placed: dict[int, list[int]] = {}         # job id -> node index per bundle, first admission
         self.prefill: dict[int, tuple[int, int]] = {}  # prefill id -> (node, gpus), held
         self._prefill_wanted: dict[int, tuple[int, int]] = {}
-        self._prefill_next = -1
+        self._prefill_ids = itertools.count(-1, -1)
         self.node_index: dict[str, int] = {}
-        self.placed: dict[int, list[int]] = {}         # job id -> node index per bundle, first admission
-        self.dead: set[int] = set()
+        self._restarted: queue.SimpleQueue = queue.SimpleQueue()   # (node, node id or None, error)
         self.ready_t: deque[float] = deque(maxlen=100_000)
         self.sched_ms: list[float] = []                # GCS's own per-group scheduling latency
         self.e2e_ms: list[float] = []                  # GCS: creation request to created (incl. retries)
@@ -68,65 +71,40 @@ class RealRay(Target):
         self.cp: dict[str, Any] = {}
         self.errors: list[str] = []
         self.node_fail_log: list[dict[str, Any]] = []
-        self.counters = {"submitted": 0, "groups_ready": 0, "finished": 0, "evicted": 0, "failed": 0,
-                         "rescheduled": 0, "prefill_groups": 0, "prefill_misplaced": 0}
-        self._worker_log = None
-        self._lock = threading.Lock()
+        self.counters = dict.fromkeys(COUNTERS, 0)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         if self.n > MAX_RAYLETS:
             raise RayTargetError(f"ray real backend: fleet.nodes={self.n} raylets is beyond what one machine "
                                  f"holds (max {MAX_RAYLETS}); pass e.g. --nodes 32")
-        need_mib = (self.n + 2) * MIB_PER_RAYLET
-        avail = _mem_available_mib()
+        need_mib, avail = (self.n + 2) * MIB_PER_RAYLET, mem_available_mib()
         if avail is not None and need_mib > avail:
             raise RayTargetError(f"ray real backend: {self.n} raylets need ~{need_mib} MiB, {avail} MiB "
                                  f"available; pass a smaller --nodes")
-        run_dir = Path(self.ctx.run_dir) if self.ctx.run_dir else None
-        if run_dir:
-            run_dir.mkdir(parents=True, exist_ok=True)
+        if self.run_dir:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.fleet = RayFleet.for_fleet(self.fleet_model, workdir=run_dir).start()
+            self.fleet.start()
             self.node_index = {n["node_id"]: n["index"] for n in self.fleet.nodes}
-            self._start_worker(run_dir)
+            log = (self.run_dir or Path(self.fleet.ray_tmpdir)) / "ray-worker.log"
+            self.proc = spawn([sys.executable, "-m", "fakes.ray.driver", self.fleet.address],
+                              env={**os.environ, **self.fleet.env()}, cwd=REPO, pipes=True, stderr_log=log)
+            self.driver = JsonPipe(self.proc, "ray driver process", log)
+            hello = self.driver.read(120)
+            if hello.get("ev") != "hello":
+                raise RayTargetError(f"ray driver process failed: {hello.get('error', hello)} (log: {log})")
         except BaseException:
             self.stop()
             raise
 
-    def _start_worker(self, run_dir: Path | None) -> None:
-        assert self.fleet is not None
-        log = (run_dir or Path(self.fleet.ray_tmpdir)) / "ray-worker.log"
-        self._worker_log = open(log, "ab")
-        env = {**os.environ, **self.fleet.env()}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fakes.ray.driver", self.fleet.address],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._worker_log, env=env,
-            start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
-        hello = self._read_one(timeout=120)
-        if hello.get("ev") != "hello":
-            raise RayTargetError(f"ray driver process failed: {hello.get('error', hello)} (log: {log})")
-        os.set_blocking(self.proc.stdout.fileno(), False)
-
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
+        proc, self.proc, self.driver = self.proc, None, None
         if proc is not None:
             stop_child(proc, 30)
-        if self._worker_log:
-            self._worker_log.close()
-            self._worker_log = None
-        fleet, self.fleet = self.fleet, None
-        if fleet is not None:
-            fleet.stop()
+        self.fleet.stop()
 
     # -- workload ----------------------------------------------------------------------------
-    def _now_origin(self, now: float) -> None:
-        """Run start on the shared monotonic clock; a jump of seconds means a new run began."""
-        origin = time.monotonic() - now
-        if self._origin is None or abs(origin - self._origin) > 5.0:
-            self._origin = origin
-            self._send({"op": "origin", "mono": origin})
-
     def strategy(self, job: Job) -> str:
         return self.cfg.get("multi_node_strategy", "STRICT_SPREAD") if job.members > 1 \
             else self.cfg.get("single_node_strategy", "PACK")
@@ -138,115 +116,104 @@ class RealRay(Target):
         return [dict(b) for _ in range(job.members)]
 
     def submit(self, job: Job, now: float) -> list[Event]:
-        self._now_origin(now)
-        self.jobs[job.id] = job
-        self.pending[job.id] = job
+        self.clock.sync(now)
+        self.jobs[job.id] = self.pending[job.id] = job
         self.counters["submitted"] += 1
-        self._send({"op": "submit", "id": job.id, "bundles": self.bundles(job),
-                    "strategy": self.strategy(job), "hold_s": job.duration_s})
-        return [Event(now, job.id, Kind.SUBMITTED)]
+        self._send(op="submit", id=job.id, bundles=self.bundles(job), strategy=self.strategy(job),
+                   hold_s=job.duration_s)
+        self._emit(now, job.id, Kind.SUBMITTED)
+        return self._take()
 
-    def advance(self, now: float) -> list[Event]:
-        self._now_origin(now)
-        self._drain()
-        out, self._events = self._events, []
-        return out
-
-    # -- worker messages ---------------------------------------------------------------------
-    def _drain(self) -> None:
-        if self.proc is None:
-            return
-        fd = self.proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                if not self.errors or not self.errors[-1].startswith("driver exited"):
-                    self.errors.append(f"driver exited (rc={self.proc.poll()})")
-                break
-            self._buf += chunk
-        *lines, self._buf = self._buf.split(b"\n")
-        for line in lines:
-            if line.strip():
-                self._handle(json.loads(line))
-
-    def _handle(self, m: dict[str, Any]) -> None:
-        ev = m.get("ev")
-        gid = m.get("id")
-        if gid is not None and gid < 0:
-            self._handle_prefill(m)
-            return
-        if ev == "ready":
-            job = self.jobs.get(gid)
-            if job is None:
-                return
-            self.pending.pop(gid, None)
-            was_partial = self.partial.pop(gid, None) is not None
-            self.running[gid] = [self.node_index.get(n, -1) for n in m["nodes"]]
-            t = float(m["t"])
-            if was_partial:
-                self.counters["rescheduled"] += 1
-                for entry in self.node_fail_log:
-                    if gid in entry["groups"]:
-                        entry.setdefault("rescheduled_after_s", {})[gid] = round(float(m["t"]) - entry["t"], 3)
-                self._events.append(Event(t, gid, Kind.BOUND, job.members, "rescheduled"))
+    # -- what the driver and the restart threads report -------------------------------------------
+    def _observe(self, now: float) -> None:
+        while not self._restarted.empty():
+            i, node_id, error = self._restarted.get()
+            if error:
+                self.errors.append(error)
             else:
-                self.counters["groups_ready"] += 1
-                self.ready_t.append(t)
-                self.placed.setdefault(gid, list(self.running[gid]))
-                if m.get("sched_ms") is not None:
-                    self.sched_ms.append(float(m["sched_ms"]))
-                    self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
-                    self.attempts.append(int(m.get("attempts") or 0))
-            self._events.append(Event(t, gid, Kind.ADMITTED, job.members))
-            self._events.append(Event(t, gid, Kind.STARTED, job.members))
-        elif ev == "finished":
-            self.running.pop(gid, None)
-            self.jobs.pop(gid, None)
-            self.counters["finished"] += 1
-            self._events.append(Event(float(m["t"]), gid, Kind.FINISHED))
-        elif ev == "lost":
-            job = self.jobs.get(gid)
-            if job is None:
-                return
-            nodes = self.running.pop(gid, [])
-            t = float(m["t"])
-            if m.get("reason") == "evicted":
-                self.counters["evicted"] += 1
-                self._events.append(Event(t, gid, Kind.EVICTED, 0, "evicted"))
-                self._events.append(Event(t, gid, Kind.REQUEUED, 0, "evicted"))
-            else:
-                still = job.members - len(m.get("lost", []))
-                self.partial[gid] = still
-                self.running[gid] = [n for i, n in enumerate(nodes) if i not in set(m.get("lost", []))]
-                self._events.append(Event(t, gid, Kind.EVICTED, still, m.get("reason", "")))
-                self._events.append(Event(t, gid, Kind.REQUEUED, still, m.get("reason", "")))
-            self.pending[gid] = job
-        elif ev == "failed":
-            self.pending.pop(gid, None)
-            self.running.pop(gid, None)
-            self.partial.pop(gid, None)
-            self.jobs.pop(gid, None)
-            self.counters["failed"] += 1
-            self._events.append(Event(float(m["t"]), gid, Kind.FAILED, 0, m.get("reason", "")))
-        elif ev == "cp":
-            self.cp = m
-        elif ev == "node_marked_dead":
+                self.node_index[node_id] = i
+                self.dead.discard(i)
+        for m in self.driver.drain() if self.driver else ():
+            if (m.get("id") or 0) < 0:
+                self._prefill_report(m)
+            elif handler := getattr(self, f"_on_{m.get('ev')}", None):
+                handler(m)
+
+    def _on_ready(self, m: dict[str, Any]) -> None:
+        gid, t = m["id"], self.clock.at(m["t"])
+        job = self.jobs.get(gid)
+        if job is None:
+            return
+        self.pending.pop(gid, None)
+        self.running[gid] = [self.node_index.get(n, -1) for n in m["nodes"]]
+        if self.partial.pop(gid, None) is not None:
+            self.counters["rescheduled"] += 1
             for entry in self.node_fail_log:
-                if entry["node_id"] == m["node_id"]:
-                    entry["gcs_marked_dead_after_s"] = round(float(m["t"]) - entry["t"], 3)
-        elif ev == "error":
-            self.errors.append(m.get("error", ""))
-            if len(self.errors) > 100:
-                del self.errors[:50]
+                if gid in entry["groups"]:
+                    entry.setdefault("rescheduled_after_s", {})[gid] = round(t - entry["t"], 3)
+            self._emit(t, gid, Kind.BOUND, job.members, "rescheduled")
+        else:
+            self.counters["groups_ready"] += 1
+            self.ready_t.append(t)
+            self.placed.setdefault(gid, list(self.running[gid]))
+            if m.get("sched_ms") is not None:
+                self.sched_ms.append(float(m["sched_ms"]))
+                self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
+                self.attempts.append(int(m.get("attempts") or 0))
+        self._emit(t, gid, Kind.ADMITTED, job.members)
+        self._emit(t, gid, Kind.STARTED, job.members)
 
-    def _handle_prefill(self, m: dict[str, Any]) -> None:
+    def _on_finished(self, m: dict[str, Any]) -> None:
+        self.running.pop(m["id"], None)
+        self.jobs.pop(m["id"], None)
+        self.counters["finished"] += 1
+        self._emit(self.clock.at(m["t"]), m["id"], Kind.FINISHED)
+
+    def _on_lost(self, m: dict[str, Any]) -> None:
+        gid, t, reason = m["id"], self.clock.at(m["t"]), m.get("reason", "")
+        job = self.jobs.get(gid)
+        if job is None:
+            return
+        nodes = self.running.pop(gid, [])
+        if reason == "evicted":
+            self.counters["evicted"] += 1
+            still = 0
+        else:       # a raylet died: its bundles wait for the GCS, the others stay reserved
+            lost = set(m.get("lost", []))
+            still = job.members - len(lost)
+            self.partial[gid] = still
+            self.running[gid] = [n for i, n in enumerate(nodes) if i not in lost]
+        self._emit(t, gid, Kind.EVICTED, still, reason)
+        self._emit(t, gid, Kind.REQUEUED, still, reason)
+        self.pending[gid] = job
+
+    def _on_failed(self, m: dict[str, Any]) -> None:
+        gid = m["id"]
+        for held in (self.pending, self.running, self.partial, self.jobs):
+            held.pop(gid, None)
+        self.counters["failed"] += 1
+        self._emit(self.clock.at(m["t"]), gid, Kind.FAILED, 0, m.get("reason", ""))
+
+    def _on_cp(self, m: dict[str, Any]) -> None:
+        self.cp = m
+
+    def _on_node_marked_dead(self, m: dict[str, Any]) -> None:
+        for entry in self.node_fail_log:
+            if entry["node_id"] == m["node_id"]:
+                entry["gcs_marked_dead_after_s"] = round(self.clock.at(m["t"]) - entry["t"], 3)
+
+    def _on_error(self, m: dict[str, Any]) -> None:
+        self.errors.append(m.get("error", ""))
+        if len(self.errors) > 100:
+            del self.errors[:50]
+
+    def _on_eof(self, m: dict[str, Any]) -> None:
+        self.errors.append(f"driver exited (rc={m['rc']})")
+
+    def _prefill_report(self, m: dict[str, Any]) -> None:
         gid = m["id"]
         if m.get("ev") == "ready" and gid in self._prefill_wanted:
-            node, gpus = self._prefill_wanted.pop(gid)
-            self.prefill[gid] = (node, gpus)
+            node, _ = self.prefill[gid] = self._prefill_wanted.pop(gid)
             if [self.node_index.get(n) for n in m.get("nodes", [])] != [node]:
                 self.counters["prefill_misplaced"] += 1
         elif m.get("ev") in ("finished", "failed", "lost"):
@@ -254,116 +221,80 @@ class RealRay(Target):
             self._prefill_wanted.pop(gid, None)
 
     # -- chaos -------------------------------------------------------------------------------
-    def chaos(self, action: ChaosAction, now: float) -> list[Event]:
-        self._now_origin(now)
-        self._drain()
-        kind = action.kind
-        if kind == "node_fail":
-            self._node_fail([int(n) % self.n for n in action.params["nodes"]], now)
-        elif kind == "node_recover":
-            self._node_recover([int(n) % self.n for n in action.params["nodes"]], now)
-        elif kind == "prefill":
-            self._prefill(action.params["placements"], action.params.get("duration_s"))
-        elif kind == "evict":
-            self._evict(int(action.params.get("members", 1)))
-        else:
-            raise ChaosUnsupported(f"ray/real does not support chaos kind {kind!r} (no etcd in Ray)")
-        out, self._events = self._events, []
-        return out
+    def _nodes(self, action: ChaosAction) -> set[int]:
+        return {int(n) % self.n for n in action.params["nodes"]}
 
-    def _node_fail(self, nodes: list[int], now: float) -> None:
-        assert self.fleet is not None
-        for i in sorted(set(nodes) - self.dead):
-            info = self.fleet.kill_raylet(i)
-            t = time.monotonic() - (self._origin or 0.0)
+    def _chaos_node_fail(self, action: ChaosAction, now: float) -> None:
+        for i in sorted(self._nodes(action) - self.dead):
+            node_id = self.fleet.kill_raylet(i)["node_id"]
+            killed = time.monotonic()
             self.dead.add(i)
-            held = sorted(j for j, ns in self.running.items() if i in ns)
-            self.node_fail_log.append({"t": round(t, 3), "node": i, "node_id": info["node_id"],
-                                       "groups": held})
-            self._send({"op": "node_dead", "node_id": info["node_id"], "t": t})
+            self.node_fail_log.append({"t": round(self.clock.at(killed), 3), "node": i, "node_id": node_id,
+                                       "groups": sorted(j for j, ns in self.running.items() if i in ns)})
+            self._send(op="node_dead", node_id=node_id, t=killed)
 
-    def _node_recover(self, nodes: list[int], now: float) -> None:
-        assert self.fleet is not None
-        fleet = self.fleet
-
-        def restart(todo=sorted(set(nodes) & self.dead)):
-            for i in todo:
-                try:
-                    reply = fleet.restart_node(i)
-                    with self._lock:
-                        self.node_index[reply["node"]["node_id"]] = i
-                        self.dead.discard(i)
-                except Exception as e:  # noqa: BLE001 - recorded, the run goes on
-                    self.errors.append(f"node_recover {i}: {e}")
+    def _chaos_node_recover(self, action: ChaosAction, now: float) -> None:
         # A raylet takes seconds to boot: do not stall the open-loop driver meanwhile.
-        threading.Thread(target=restart, daemon=True).start()
+        threading.Thread(target=self._restart, args=(sorted(self._nodes(action) & self.dead),), daemon=True).start()
 
-    def _prefill(self, placements: list, duration_s: float | None) -> None:
-        cpg = max(1, self.fleet_model.cpus_per_node // self.fleet_model.gpus_per_node)
-        for node, gpus in placements:
-            node = int(node) % self.n
-            if node in self.dead or int(gpus) <= 0:
+    def _restart(self, nodes: list[int]) -> None:
+        for i in nodes:
+            try:
+                self._restarted.put((i, self.fleet.restart_node(i)["node"]["node_id"], None))
+            except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+                self._restarted.put((i, None, f"node_recover {i}: {e}"))
+
+    def _chaos_prefill(self, action: ChaosAction, now: float) -> None:
+        model = self.ctx.fleet
+        cpus_per_gpu = max(1, model.cpus_per_node // model.gpus_per_node)
+        for node, gpus in action.params["placements"]:
+            node, gpus = int(node) % self.n, int(gpus)
+            if node in self.dead or gpus <= 0:
                 continue
-            gid = self._prefill_next
-            self._prefill_next -= 1
-            self._prefill_wanted[gid] = (node, int(gpus))
+            gid = next(self._prefill_ids)
+            self._prefill_wanted[gid] = (node, gpus)
             self.counters["prefill_groups"] += 1
-            self._send({"op": "prefill", "id": gid, "hold_s": duration_s, "bundles": [
-                {"GPU": float(gpus), "CPU": float(int(gpus) * cpg), node_resource(node): 0.001}]})
+            self._send(op="prefill", id=gid, hold_s=action.params.get("duration_s"), bundles=[
+                {"GPU": float(gpus), "CPU": float(gpus * cpus_per_gpu), node_resource(node): 0.001}])
 
-    def _evict(self, count: int) -> None:
+    def _chaos_evict(self, action: ChaosAction, now: float) -> None:
         # Ray cannot take one bundle away from a group: eviction removes the whole group and
         # creates it again (a gang restart), the way an operator would preempt it.
         rng = np.random.default_rng([self.ctx.seed, len(self.jobs), self.counters["evicted"]])
         running = sorted(j for j in self.running if j not in self.partial)
-        for j in rng.permutation(running)[:count] if running else []:
-            self._send({"op": "evict", "id": int(j)})
+        for j in rng.permutation(running)[:int(action.params.get("members", 1))] if running else []:
+            self._send(op="evict", id=int(j))
 
     # -- observation -------------------------------------------------------------------------
-    def _free_per_node(self) -> np.ndarray:
-        free = np.full(self.n, self.fleet_model.gpus_per_node, dtype=np.int64)
+    def used_per_node(self) -> np.ndarray:
+        used = np.zeros(self.n, dtype=np.int64)
         for gid, nodes in self.running.items():
-            g = self.jobs[gid].gpus_per_member if gid in self.jobs else 0
+            job = self.jobs.get(gid)
             for n in nodes:
-                if 0 <= n < self.n:
-                    free[n] -= g
+                if job and 0 <= n < self.n:
+                    used[n] += job.gpus_per_member
         for node, gpus in self.prefill.values():
-            free[node] -= gpus
-        if self.dead:
-            free[sorted(self.dead)] = 0
-        return np.maximum(free, 0)
+            used[node] += gpus
+        used[sorted(self.dead)] = 0        # a killed raylet's reservations are gone with it
+        return np.minimum(used, self.ctx.fleet.gpus_per_node)
 
-    def snapshot(self, now: float) -> Snapshot:
-        self._drain()
-        free = self._free_per_node()
-        alive = self.n - len(self.dead)
-        allocated = alive * self.fleet_model.gpus_per_node - int(free.sum())
-        smallest = min((j.gpus_per_member for j in self.pending.values()), default=None)
-        partial_gpus = sum(b * self.jobs[j].gpus_per_member for j, b in self.partial.items() if j in self.jobs)
-        return Snapshot(
-            t=now, gpus_allocated=allocated, gpus_partial=partial_gpus,
-            gpus_stranded=stranded_gpus(np.delete(free, sorted(self.dead)) if self.dead else free, smallest),
-            pending_jobs=len(self.pending), partial_gangs=len(self.partial),
-            running_jobs=len(self.running) - len(self.partial),
-            control_plane=self._live_cp(now))
+    def gangs(self) -> Iterable[tuple[Job, int, bool]]:
+        return ((job, self.partial.get(gid, 0), gid not in self.pending) for gid, job in self.jobs.items())
 
-    def _create_rate(self, now: float, window_s: float = 10.0) -> float:
-        lo = now - window_s
-        n = sum(1 for t in reversed(self.ready_t) if t >= lo)
-        return round(n / window_s, 3)
-
-    def _live_cp(self, now: float) -> dict[str, Any]:
+    def live_control_plane(self) -> dict[str, Any]:
         gcs = self.cp.get("gcs_groups", {})
-        return {"pending_groups": len(self.pending), "groups_per_s": self._create_rate(now),
+        since = self.clock.now() - 10.0
+        return {"pending_groups": len(self.pending),
+                "groups_per_s": round(sum(1 for t in reversed(self.ready_t) if t >= since) / 10.0, 3),
                 "raylets_alive": self.cp.get("raylets_alive"),
                 "gcs_pending_groups": gcs.get("PENDING", 0) + gcs.get("RESCHEDULING", 0),
                 "infeasible_groups": gcs.get("INFEASIBLE", 0)}
 
     def control_plane(self) -> dict[str, Any]:
-        self._drain()
-        rt = np.array(self.ready_t) if self.ready_t else None
-        span = float(rt.max() - rt.min()) if rt is not None and len(rt) > 1 else 0.0
-        out: dict[str, Any] = {
+        self._observe(self.clock.now())
+        rt = np.array(self.ready_t)
+        span = float(rt.max() - rt.min()) if len(rt) > 1 else 0.0
+        return {
             "model": "real", "ray_version": _ray_version(),
             "raylets": self.n, "raylets_alive": self.cp.get("raylets_alive"),
             "gcs_groups_by_state": self.cp.get("gcs_groups", {}),
@@ -375,57 +306,21 @@ class RealRay(Target):
             "gcs_creation_ms_p50": _pct(self.e2e_ms, 50), "gcs_creation_ms_p99": _pct(self.e2e_ms, 99),
             "scheduling_attempts_max": max(self.attempts) if self.attempts else None,
             "node_failures": self.node_fail_log,
-            "fleet_boot_s": round(self.fleet.boot_s, 2) if self.fleet else None,
+            "fleet_boot_s": round(self.fleet.boot_s, 2) if self.fleet.boot_s else None,
             "errors": self.errors[-10:],
         }
-        return out
 
-    # -- pipes -------------------------------------------------------------------------------
-    def _send(self, msg: dict[str, Any]) -> None:
-        if self.proc is None:
+    def _send(self, **msg: Any) -> None:
+        if self.driver is None:
             raise RayTargetError("ray target is not started")
-        self._send_to(self.proc, msg)
-
-    @staticmethod
-    def _send_to(proc: subprocess.Popen, msg: dict[str, Any]) -> None:
-        proc.stdin.write((json.dumps(msg, separators=(",", ":")) + "\n").encode())
-        proc.stdin.flush()
-
-    def _read_one(self, timeout: float) -> dict[str, Any]:
-        """First message from the driver, read with the same buffer _drain uses."""
-        import select
-        assert self.proc is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            if time.monotonic() >= deadline:
-                return {"ev": "error", "error": f"no answer from the driver in {timeout:.0f} s"}
-            r, _, _ = select.select([fd], [], [], 0.5)
-            if r:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    return {"ev": "error", "error": f"driver exited rc={self.proc.wait()}"}
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        self.driver.send(msg)
 
 
 def _pct(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if values else None
 
 
-def _mem_available_mib() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return None
-
-
 def _ray_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
     try:
         return version("ray")
     except PackageNotFoundError:

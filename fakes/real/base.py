@@ -97,7 +97,7 @@ class RealTarget(Target):
 
     def free_per_node(self) -> np.ndarray:
         """Free GPUs per node as a pending member sees them: nothing on a failed node."""
-        free = np.clip(self.fleet.gpus_per_node - self.used_per_node(), 0, None)
+        free = np.clip(self.ctx.fleet.gpus_per_node - self.used_per_node(), 0, None)
         if self.down:
             free[sorted(self.down)] = 0
         return free

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -37,7 +37,7 @@ class Options:
     write_profile: Path | None = None
     command: str = ""
     seed: int | None = None
-    extra: dict = field(default_factory=dict)
+    backend: str = "real"                 # what the twins are compared with (tests use a stand-in)
 
 
 def case_scenario(case: Case, opts: Options, profile: Profile | str | None):
@@ -57,7 +57,7 @@ def real_results(name: str, cases: list[Case], opts: Options, progress: Progress
                 progress(f"{name} {case.label} run {k + 1}: reused {summary}")
             else:
                 progress(f"{name} {case.label} run {k + 1}/{opts.repeats}: real backend ...")
-                real_run(case_scenario(case, opts, opts.base_profile), name, d, opts.time_scale)
+                real_run(case_scenario(case, opts, opts.base_profile), name, d, opts.time_scale, opts.backend)
             runs.append(json.loads(summary.read_text())["schedulers"][name])
         out[case.label] = runs
     return out

@@ -12,6 +12,12 @@ from typing import Callable
 
 FLOOR_S = 1e-3           # latencies below a millisecond count as a millisecond (log of 0)
 STEPS = (4.0, 2.0, 1.41, 1.19, 1.09)
+GRID = 9                 # points of the first, coarse scan of each parameter's range
+
+
+def _grid(lo: float, hi: float, n: int) -> list[float]:
+    lo = max(lo, hi * 1e-6, 1e-9)
+    return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,21 @@ def search(objective: Callable[[dict[tuple[str, str], float]], float], start: di
     """Minimise objective over the free parameters from `start`; returns (best, loss, evaluations)."""
     best = dict(start)
     for f in free:
-        best[(f.section, f.key)] = f.clamp(best[(f.section, f.key)] or f.lo or 1e-6)
+        best[(f.section, f.key)] = f.clamp(best[(f.section, f.key)] or f.lo)
     best_loss = objective(best)
     evals = 1
+    # A coarse log-spaced scan of each parameter's range first: a start far from the answer (a
+    # placeholder of 0, a value from other hardware) is reached in a few evaluations.
+    for f in free:
+        k = (f.section, f.key)
+        for cand in _grid(f.lo, f.hi, GRID):
+            if evals >= max_evals:
+                break
+            trial = {**best, k: cand}
+            loss = objective(trial)
+            evals += 1
+            if loss < best_loss - 1e-9:
+                best, best_loss = trial, loss
     for step in STEPS:
         improved = True
         while improved and evals < max_evals:

@@ -16,10 +16,10 @@ Extractor = Callable[[Runs], dict[tuple[str, str], tuple[float, str]]]
 
 # What no component metric gives: fitted to the twins' admission tails.
 FREE: dict[str, list[Free]] = {
-    "kube": [Free("kube", "observe_ms", 0.0, 5000.0), Free("control_plane", "create_ms", 0.0, 5000.0)],
-    "volcano": [Free("volcano", "observe_ms", 0.0, 5000.0), Free("volcano", "session_base_ms", 1.0, 20000.0)],
-    "ray": [Free("ray", "observe_ms", 0.0, 5000.0), Free("ray", "gcs_per_node_us", 0.0, 1e5)],
-    "slurm": [Free("slurm", "observe_ms", 0.0, 5000.0), Free("slurm", "main_cycle_base_ms", 0.01, 5000.0)],
+    "kube": [Free("kube", "observe_ms", 0.1, 5000.0), Free("control_plane", "create_ms", 0.1, 5000.0)],
+    "volcano": [Free("volcano", "observe_ms", 0.1, 5000.0), Free("volcano", "session_base_ms", 1.0, 20000.0)],
+    "ray": [Free("ray", "observe_ms", 0.1, 5000.0), Free("ray", "gcs_per_node_us", 0.1, 1e5)],
+    "slurm": [Free("slurm", "observe_ms", 0.1, 5000.0), Free("slurm", "main_cycle_base_ms", 0.01, 5000.0)],
 }
 
 EXTRACTORS: dict[str, Extractor] = {}

@@ -17,9 +17,9 @@ from loadgen.scenario import Scenario
 from loadgen.timescale import scaled_chaos, scaled_job
 
 
-def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float) -> dict:
+def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float, backend: str = "real") -> dict:
     """`gangstorm run --backend real` for one scheduler; returns its summary (written to out_dir)."""
-    return run(scenario, RunOptions(schedulers=[name], backend="real", out_dir=out_dir, time_scale=time_scale))
+    return run(scenario, RunOptions(schedulers=[name], backend=backend, out_dir=out_dir, time_scale=time_scale))
 
 
 def wall_plan(scenario: Scenario, time_scale: float) -> RunPlan:

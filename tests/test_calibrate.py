@@ -1,0 +1,66 @@
+"""gangstorm calibrate end to end, against a stand-in "real" backend: the simulated Slurm itself
+running on the wall clock. Its twin (the same model on virtual time) differs only by what the
+wall clock adds (the runner's polling), which the fit must absorb; the pipeline must cache real
+runs, write a profile whose fitted values say where they came from, and validate on held-out cases."""
+import json
+
+import pytest
+
+from fakes.slurm.sim import SimSlurm
+from loadgen.calibration.calibrate import Options, calibrate
+from loadgen.model.registry import REGISTRY, register
+from loadgen.profile import load
+
+from conftest import ROOT
+
+
+class WallSlurm(SimSlurm):
+    backend = "wallsim"
+    timebase = "wall"
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    if ("slurm", "wallsim") not in REGISTRY:
+        register("slurm", "wallsim", "test_calibrate:WallSlurm")
+    out = tmp_path_factory.mktemp("calibration")
+    opts = Options(schedulers=["slurm"], repeats=2, backend="wallsim",
+                   scenarios=[str(ROOT / "scenarios/baseline-3x.yaml"), str(ROOT / "scenarios/fragmentation.yaml")],
+                   scales={"slurm": [16, 32]}, held_out_scale={"slurm": 48},
+                   held_out_scenario=str(ROOT / "scenarios/evictions.yaml"),
+                   duration_h=0.25, drain_h=0.05, time_scale=600.0, out_dir=out,
+                   command="gangstorm calibrate --schedulers slurm (test)")
+    lines = []
+    result = calibrate(opts, progress=lines.append)
+    return out, opts, result, lines
+
+
+def test_every_case_runs_repeatedly_and_is_kept_for_reuse(calibrated):
+    out, opts, result, lines = calibrated
+    runs = sorted(p.parent.parent.name for p in (out / "slurm" / "real").glob("*/run*/summary.json"))
+    assert runs == sorted(["baseline-3x-16n", "baseline-3x-32n", "fragmentation-16n", "fragmentation-32n",
+                           "baseline-3x-48n", "evictions-32n"] * 2)
+    assert not [l for l in lines if "reused" in l]
+    again = calibrate(opts, progress=lines.append)
+    assert len([l for l in lines if "reused" in l]) == 12
+    assert again["results"][0]["fitted"] == result["results"][0]["fitted"]     # deterministic fit
+
+
+def test_the_written_profile_says_what_was_fitted_and_validates_on_held_out_cases(calibrated):
+    out, opts, result, _ = calibrated
+    prof = load(result["profile"])
+    fitted = [(s, k) for s, keys in prof.params.items() for k, p in keys.items() if p.provenance == "fitted"]
+    assert ("slurm", "observe_ms") in fitted
+    assert all(prof.params[s][k].command.startswith("gangstorm calibrate") for s, k in fitted)
+    assert prof.calibrated("slurm") and not prof.calibrated("kube")
+    held = prof.validation["slurm"]["held_out"]
+    assert held["cases"] == "baseline-3x-48n, evictions-32n" and held["real_runs_per_case"] == 2
+    doc = json.loads((out / "calibration.json").read_text())
+    assert [r["role"] for r in doc["schedulers"]["slurm"]["rows"]].count("held_out") == 2
+    assert "| slurm case |" in (out / "fidelity.md").read_text()
+
+
+def test_the_twin_of_the_model_itself_comes_out_close(calibrated):
+    _, _, result, _ = calibrated
+    for r in result["results"][0]["rows"]:
+        assert abs(r["util_diff_pp"]) < 3, r
