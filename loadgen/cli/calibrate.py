@@ -35,6 +35,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile", default="local", help="profile to start from (default local)")
     p.add_argument("--write-profile", help="profile file to write or update (default <out>/profile.yaml)")
     p.add_argument("--out", help="where real runs, fidelity.md and calibration.json go (default results/calibration)")
+    p.add_argument("--anchors", action="store_true",
+                   help="fit to published figures instead of real runs (builds the reference profile; "
+                        "starts no backend): see `gangstorm profile anchors`")
     p.set_defaults(func=main)
 
 
@@ -48,9 +51,34 @@ def _ints(text: str, flag: str) -> list[int]:
     return vals
 
 
+def anchors_main(args) -> int:
+    from loadgen.calibration.anchors import calibrate_to_anchors
+    from loadgen.model.registry import SCHEDULERS
+    from loadgen.profile import dump, load as load_profile
+    names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    if not names or set(names) - set(SCHEDULERS):
+        raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {args.schedulers!r}")
+    path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
+    base = load_profile(args.profile)
+    command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    prof, report = calibrate_to_anchors(
+        names, base, path.stem, f"production-class hardware: throughput fitted to published figures, the rest "
+        f"from profile {base.name} ({base.description})", command)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump(prof))
+    for name, entry in report.items():
+        for r in entry["anchors"]:
+            print(f"{r['anchor']:<40} {r['role']:<9} published {r['published']:>9.1f}  sim {r['sim']:>9.1f}  "
+                  f"ratio {r['ratio']}")
+    print(f"profile: {path}")
+    return 0
+
+
 def main(args) -> int:
     from loadgen.calibration.calibrate import Options, calibrate
     from loadgen.scenario import load
+    if args.anchors:
+        return anchors_main(args)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if len(scenarios) < 2:
         raise UsageError(f"--scenarios: expected at least two scenario files, got {args.scenarios!r}")
