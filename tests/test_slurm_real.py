@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from loadgen.model.fleet import Fleet
-from fakes.slurm.fleet import SlurmMissing, compress, expand, read_sched_config, require_slurm, scheduler_lines
+from fakes.slurm.conf import read_sched_config, scheduler_lines
+from fakes.slurm.fleet import SlurmMissing, require_slurm
+from fakes.slurm.hostlist import compress, expand
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
-from fakes.slurm.target import RealSlurm, parse_sdiag
+from fakes.slurm.sdiag import parse_sdiag
+from fakes.slurm.target import RealSlurm
 
 NODES = 64
 FAST = {"sched_interval_s": 5, "bf_interval_s": 1, "sched_min_interval_s": 0.5, "bf_resolution_s": 5,

@@ -1,13 +1,14 @@
 """Real Slurm target: sbatch into a slurmctld driving one slurmd per emulated node.
 
 Submission: the sbatch CLI from a small thread pool (see docs/slurm.md for why, and the rate it
-sustains). Observation: one `squeue` call per poll cycle in a background thread, never one per
-job. A job holds its allocation with `sleep <duration>`; admission is the first poll that sees
-it RUNNING (client observation, Event.t) and Slurm's own StartTime (Event.backend_t). Slurm
-allocates a gang atomically, so partial gangs are always 0.
+sustains). Observation: one watcher thread runs one `squeue` per poll cycle, never one per job,
+and a light `sdiag` every few seconds. A job holds its allocation with `sleep <duration>`;
+admission is the first poll that sees it RUNNING (client observation, Event.t) and Slurm's own
+StartTime (Event.backend_t). Slurm allocates a gang atomically, so partial gangs are always 0.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import random
@@ -19,23 +20,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from loadgen.model.fleet import stranded_gpus
-from fakes.slurm.fleet import SlurmFleet, expand, require_slurm
+from fakes.real.base import RealTarget
+from fakes.slurm.client import Row, SlurmClient
+from fakes.slurm.fleet import SlurmFleet
+from fakes.slurm.hostlist import expand
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
+from loadgen.model.target import ChaosAction, TargetContext
 
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "CONFIGURING", "RESV_DEL_HOLD"}
 DONE_OK = {"COMPLETED"}
 DONE_BAD = {"CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
             "PREEMPTED", "SPECIAL_EXIT", "REVOKED"}
-TRANSIENT = ("temporarily", "Socket timed out", "Unable to contact", "Connection refused", "Zero Bytes")
-SQUEUE_FMT = "%i|%T|%V|%S|%e|%N"
+SDIAG_EVERY_S = 5.0
+SDIAG_LIVE = ("main_last_cycle_us", "main_mean_cycle_us", "bf_last_cycle_us", "server_thread_count",
+              "agent_queue_size", "jobs_pending")
 
 
 @dataclass
@@ -43,104 +47,76 @@ class Tracked:
     job: Job
     slurm_id: int = 0
     submitted_t: float = 0.0            # client: sbatch returned
-    seen: bool = False
-    state: str = ""
+    seen: bool = False                  # squeue has listed it
     started: bool = False
     done: bool = False
     evicted: bool = False               # chaos already reported the eviction of this allocation
-    submit_epoch: int | None = None     # Slurm SubmitTime
-    start_epoch: int | None = None      # Slurm StartTime of the current allocation
-    end_epoch: int | None = None
     nodes: list[str] = field(default_factory=list)
     starts: list[tuple[float, int | None, list[str]]] = field(default_factory=list)   # (obs t, StartTime, nodes)
 
 
-class RealSlurm(Target):
+class RealSlurm(RealTarget):
     name = "slurm"
-    backend = "real"
 
     def __init__(self, ctx: TargetContext, workers: int | None = None, poll_s: float | None = None):
         super().__init__(ctx)
-        cfg = ctx.config or {}
-        self.workers = int(workers or cfg.get("submit_workers", 4))
-        self.poll_s = float(poll_s or cfg.get("poll_s", 0.5))
+        self.workers = int(workers or self.cfg.get("submit_workers", 4))
+        self.poll_s = float(poll_s or self.cfg.get("poll_s", 0.5))
         self.rng = random.Random(ctx.seed)
-        self._tmp: str | None = None
-        run_dir = Path(ctx.run_dir) / "slurm" if ctx.run_dir else None
-        if run_dir is None:
-            self._tmp = tempfile.mkdtemp(prefix="gangstorm-slurm-")
-            run_dir = Path(self._tmp)
+        self._tmp = None if ctx.run_dir else tempfile.mkdtemp(prefix="gangstorm-slurm-")
         # Scheduler timers (sched/bf intervals, cred_expire = the 120 s hold on a requeued job) stay
         # in Slurm's own wall seconds, like the latencies measured: only the workload is time-scaled.
-        self.cluster = SlurmFleet(ctx.fleet, run_dir, config=dict(cfg))
+        self.cluster = SlurmFleet(ctx.fleet, Path(ctx.run_dir) / "slurm" if ctx.run_dir else Path(self._tmp),
+                                  config=dict(self.cfg))
+        self.client = SlurmClient(self.cluster)
+        self.index = {name: i for i, name in enumerate(self.cluster.names)}
         self.jobs: dict[int, Tracked] = {}          # by job.id
         self.by_slurm: dict[int, Tracked] = {}
-        self.active: dict[int, Tracked] = {}        # by slurm id, not yet finished/failed
+        self.active: dict[int, Tracked] = {}        # by slurm id, not yet seen finished/failed
         self.prefill: dict[int, int] = {}           # slurm id -> GPUs (chaos fill, not workload)
-        self.down: set[str] = set()
-        self.resume_at: list[tuple[float, list[str]]] = []
-        self._epoch0: float | None = None           # wall clock (time.time()) at run time 0
-        self._results: queue.Queue = queue.Queue()  # (Tracked, slurm_id | None, t, error)
-        self._polls: queue.Queue = queue.Queue(maxsize=4)
+        self.resume_at: list[tuple[float, list[str]]] = []     # (run s, drained nodes to resume)
+        self._sbatched: queue.SimpleQueue = queue.SimpleQueue()   # (Tracked | None, slurm id | None, t, error, gpus)
+        self._polls: queue.Queue = queue.Queue(maxsize=4)         # (t, squeue rows)
         self._inflight = 0
-        self._lock = threading.Lock()
+        self._rows: dict[int, Row] = {}
+        self._sdiag: dict[str, Any] = {}
         self._stop = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
-        self._poller: threading.Thread | None = None
-        self._last_rows: dict[int, tuple] = {}
-        self._sdiag_cache: tuple[float, dict[str, Any]] = (-1e9, {})
-        self.stats = {"sbatch_calls": 0, "sbatch_retries": 0, "sbatch_s_total": 0.0, "sbatch_s_max": 0.0,
-                      "squeue_calls": 0, "squeue_s_total": 0.0, "squeue_s_max": 0.0}
+        self._watcher: threading.Thread | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        require_slurm()
-        self.cluster.start(timeout_s=float(self.ctx.config.get("boot_timeout_s", 1200)))
+        self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sbatch")
-        self._poller = threading.Thread(target=self._poll_loop, name="squeue", daemon=True)
-        self._poller.start()
+        self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
+        self._watcher.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._poller is not None:
-            self._poller.join(timeout=30)
+        if self._watcher is not None:
+            self._watcher.join(timeout=30)
         self.cluster.stop()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    # ---- clock -----------------------------------------------------------------------------
-    def _sync(self, now: float) -> None:
-        if self._epoch0 is None:
-            self._epoch0 = time.time() - now
-
-    def _now(self) -> float:
-        return time.time() - (self._epoch0 if self._epoch0 is not None else time.time())
-
-    def _rel(self, epoch: int | None) -> float | None:
-        return None if epoch is None or self._epoch0 is None else epoch - self._epoch0
-
     # ---- submission ------------------------------------------------------------------------
     def sbatch_argv(self, job: Job) -> list[str]:
-        cfg = self.ctx.config
-        scale = float(self.ctx.time_scale or 1.0)
-        limit_min = max(1, math.ceil(job.duration_s * float(cfg.get("time_limit_factor", 1.5)) / 60))
-        argv = ["sbatch", "--parsable", f"--job-name=gs-{job.id}", f"--chdir={self.cluster.run_dir}/jobs",
-                "--output=/dev/null", "--error=/dev/null", "--requeue", f"--time={limit_min}",
-                f"--nodes={job.members}", "--ntasks-per-node=1", f"--gres=gpu:{job.gpus_per_member}"]
+        limit_min = max(1, math.ceil(job.duration_s * float(self.cfg.get("time_limit_factor", 1.5)) / 60))
+        opts = ["--requeue", f"--time={limit_min}", f"--nodes={job.members}", "--ntasks-per-node=1",
+                f"--gres=gpu:{job.gpus_per_member}"]
         if job.tenant:
-            argv.append(f"--account={job.tenant}")
+            opts.append(f"--account={job.tenant}")
         if job.whole_node:
-            argv.append("--exclusive")
+            opts.append("--exclusive")
         elif job.cpus_per_member:
-            argv.append(f"--cpus-per-task={job.cpus_per_member}")
-        switches = int(cfg.get("switches", 0) or 0)
+            opts.append(f"--cpus-per-task={job.cpus_per_member}")
+        switches = int(self.cfg.get("switches", 0) or 0)
         if switches > 0 and self.large_gang(job):
-            wait = int(round(float(cfg.get("switches_max_wait_s", 300)) / scale))
-            argv.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
-        argv += ["--wrap", f"sleep {max(0.0, job.duration_s):.3f}"]
-        return argv
+            wait = int(round(float(self.cfg.get("switches_max_wait_s", 300)) / float(self.ctx.time_scale or 1.0)))
+            opts.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
+        return self.client.batch_argv(f"gs-{job.id}", job.duration_s, *opts)
 
     @staticmethod
     def large_gang(job: Job) -> bool:
@@ -148,343 +124,184 @@ class RealSlurm(Target):
         return job.cls == "large" and job.members > 1
 
     def submit(self, job: Job, now: float) -> list[Event]:
-        self._sync(now)
-        tr = Tracked(job)
-        self.jobs[job.id] = tr
-        with self._lock:
-            self._inflight += 1
-        self._pool.submit(self._sbatch, tr, self.sbatch_argv(job))
-        return []
+        self.clock.sync(now)
+        self.jobs[job.id] = tr = Tracked(job)
+        self._sbatch(tr, self.sbatch_argv(job))
+        return self._take()
 
     def _sbatch(self, tr: Tracked | None, argv: list[str], gpus: int = 0) -> None:
-        err = ""
-        sid = None
-        for attempt in range(6):
-            t0 = time.monotonic()
-            try:
-                r = subprocess.run(argv, env=self.cluster.env(), capture_output=True, text=True, timeout=120)
-                out, err, rc = r.stdout.strip(), r.stderr.strip(), r.returncode
-            except subprocess.TimeoutExpired:
-                out, err, rc = "", "sbatch timed out after 120 s", 1
-            dt = time.monotonic() - t0
-            with self._lock:
-                self.stats["sbatch_calls"] += 1
-                self.stats["sbatch_s_total"] += dt
-                self.stats["sbatch_s_max"] = max(self.stats["sbatch_s_max"], dt)
-            if rc == 0 and out:
-                sid = int(out.split(";")[0])
-                break
-            if self._stop.is_set() or not any(s in err for s in TRANSIENT):
-                break
-            with self._lock:
-                self.stats["sbatch_retries"] += 1
-            time.sleep(0.5 * (attempt + 1))
-        self._results.put((tr, sid, self._now(), err.splitlines()[-1] if err else "", gpus))
+        """sbatch on the pool; the outcome reaches _observe. tr=None: a prefill job of `gpus`."""
+        def call() -> None:
+            sid, err = self.client.sbatch(argv, self._stop)
+            self._sbatched.put((tr, sid, self.clock.now(), err, gpus))
+        self._inflight += 1
+        self._pool.submit(call)
 
     # ---- observation -----------------------------------------------------------------------
-    def _poll_loop(self) -> None:
-        env = self.cluster.env()
+    def _watch(self) -> None:
+        sdiag_at = -SDIAG_EVERY_S
         while not self._stop.is_set():
             t0 = time.monotonic()
             try:
-                r = subprocess.run(["squeue", "-h", "--states=all", "-o", SQUEUE_FMT], env=env,
-                                   capture_output=True, text=True, timeout=120)
+                rows = self.client.squeue()
             except subprocess.TimeoutExpired:
                 continue
             dt = time.monotonic() - t0
-            self.stats["squeue_calls"] += 1
-            self.stats["squeue_s_total"] += dt
-            self.stats["squeue_s_max"] = max(self.stats["squeue_s_max"], dt)
-            if r.returncode == 0:
-                rows = {}
-                for line in r.stdout.splitlines():
-                    p = line.split("|")
-                    if len(p) == 6 and p[0].isdigit():
-                        rows[int(p[0])] = (p[1], _epoch(p[2]), _epoch(p[3]), _epoch(p[4]), p[5])
-                obs = self._now()
-                try:
-                    self._polls.put((obs, rows), timeout=1)
-                except queue.Full:
-                    pass
+            if rows is not None:
+                with contextlib.suppress(queue.Full):
+                    self._polls.put((self.clock.now(), rows), timeout=1)
+            if t0 - sdiag_at >= SDIAG_EVERY_S:
+                sdiag_at, d = t0, self.client.sdiag()
+                self._sdiag = {k: d.get(k) for k in SDIAG_LIVE}
             # At least as long as the call took: under load the observer never takes more than
             # half of slurmctld's job-lock time.
             self._stop.wait(max(self.poll_s - dt, dt))
 
-    def advance(self, now: float) -> list[Event]:
-        self._sync(now)
-        events: list[Event] = []
-        while True:
-            try:
-                tr, sid, t, err, gpus = self._results.get_nowait()
-            except queue.Empty:
-                break
-            with self._lock:
-                self._inflight -= 1
-            if tr is None:                       # prefill submission
+    def _observe(self, now: float) -> None:
+        for tr, sid, t, err, gpus in _drained(self._sbatched):
+            self._inflight -= 1
+            if tr is None:
                 if sid is not None:
                     self.prefill[sid] = gpus
-                continue
-            if sid is None:
+            elif sid is None:
                 tr.done = True
-                events.append(Event(t, tr.job.id, Kind.REJECTED, reason=err or "sbatch failed"))
-                continue
-            tr.slurm_id, tr.submitted_t = sid, t
-            self.by_slurm[sid] = self.active[sid] = tr
-        while True:
-            try:
-                obs, rows = self._polls.get_nowait()
-            except queue.Empty:
-                break
-            self._last_rows = rows
-            events += self._diff(obs, rows)
-        if self.resume_at:
-            due = [n for t, ns in self.resume_at if t <= now for n in ns]
+                self._emit(t, tr.job.id, Kind.REJECTED, reason=err or "sbatch failed")
+            else:
+                tr.slurm_id, tr.submitted_t = sid, t
+                self.by_slurm[sid] = self.active[sid] = tr
+        for obs, rows in _drained(self._polls):
+            self._rows = rows
+            self._on_rows(obs, rows)
+        due = [n for t, ns in self.resume_at if t <= now for n in ns]
+        if due:
             self.resume_at = [(t, ns) for t, ns in self.resume_at if t > now]
-            if due:
-                self._scontrol_nodes(due, "RESUME")
-        return events
+            self.client.set_nodes(due, "RESUME")
 
-    def _diff(self, obs: float, rows: dict[int, tuple]) -> list[Event]:
-        ev: list[Event] = []
+    def _on_rows(self, obs: float, rows: dict[int, Row]) -> None:
         for sid, tr in list(self.active.items()):
+            jid, row = tr.job.id, rows.get(sid)
             if tr.done:
                 del self.active[sid]
                 continue
-            row = rows.get(sid)
             if row is None:
                 if tr.seen:        # aged out of squeue between polls (MinJobAge): it ended
                     tr.done = True
-                    ev.append(Event(obs, tr.job.id, Kind.FINISHED, members=tr.job.members))
+                    self._emit(obs, jid, Kind.FINISHED, tr.job.members)
                 continue
-            state, submit_e, start_e, end_e, nodelist = row
             if not tr.seen:
-                tr.seen, tr.submit_epoch = True, submit_e
-                ev.append(Event(tr.submitted_t, tr.job.id, Kind.SUBMITTED, backend_t=self._rel(submit_e)))
-            tr.state = state
-            if state in RUNNING or (state in DONE_OK | DONE_BAD and start_e and not tr.started
-                                    and nodelist and state != "CANCELLED"):
-                if not tr.started:
-                    tr.started, tr.start_epoch = True, start_e
-                    tr.nodes = expand(nodelist)
-                    tr.starts.append((obs, start_e, tr.nodes))
-                    bt = self._rel(start_e)
-                    ev.append(Event(obs, tr.job.id, Kind.ADMITTED, members=tr.job.members, backend_t=bt))
-                    ev.append(Event(obs, tr.job.id, Kind.STARTED, members=tr.job.members, backend_t=bt))
+                tr.seen = True
+                self._emit(tr.submitted_t, jid, Kind.SUBMITTED, backend_t=self.clock.from_epoch(row.submit))
+            state, end = row.state, self.clock.from_epoch(row.end)
+            if not tr.started and (state in RUNNING or (state in DONE_OK | DONE_BAD and state != "CANCELLED"
+                                                        and row.start and row.nodelist)):
+                tr.started, tr.nodes = True, expand(row.nodelist)
+                tr.starts.append((obs, row.start, tr.nodes))
+                for kind in (Kind.ADMITTED, Kind.STARTED):
+                    self._emit(obs, jid, kind, tr.job.members, backend_t=self.clock.from_epoch(row.start))
             if state in PENDING and tr.started:
                 tr.started, tr.nodes = False, []
                 if not tr.evicted:      # Slurm requeued it on its own (node not responding, ...)
-                    ev.append(Event(obs, tr.job.id, Kind.EVICTED, members=0, reason=state.lower()))
+                    self._emit(obs, jid, Kind.EVICTED, 0, state.lower())
                 tr.evicted = False
-                ev.append(Event(obs, tr.job.id, Kind.REQUEUED, reason=state.lower()))
+                self._emit(obs, jid, Kind.REQUEUED, reason=state.lower())
             if state in DONE_OK:
-                tr.done, tr.end_epoch = True, end_e
-                ev.append(Event(obs, tr.job.id, Kind.FINISHED, members=tr.job.members, backend_t=self._rel(end_e)))
+                tr.done = True
+                self._emit(obs, jid, Kind.FINISHED, tr.job.members, backend_t=end)
             elif state in DONE_BAD:
-                tr.done, tr.end_epoch = True, end_e
+                tr.done = True
                 kind = Kind.FINISHED if state == "TIMEOUT" else Kind.FAILED
-                ev.append(Event(obs, tr.job.id, kind, reason=state.lower(), backend_t=self._rel(end_e)))
-        return ev
+                self._emit(obs, jid, kind, reason=state.lower(), backend_t=end)
 
     # ---- state -----------------------------------------------------------------------------
     def _node_usage(self) -> dict[str, int]:
+        """GPUs held per node name, as the last squeue listed them (prefill jobs included)."""
         used: dict[str, int] = {}
-        for sid, row in self._last_rows.items():
-            if row[0] not in RUNNING:
-                continue
-            tr = self.by_slurm.get(sid)
-            per = tr.job.gpus_per_member if tr else self.prefill.get(sid, 0)
-            for n in expand(row[4]):
-                used[n] = used.get(n, 0) + per
+        for sid, row in self._rows.items():
+            if row.state in RUNNING:
+                tr = self.by_slurm.get(sid)
+                per = tr.job.gpus_per_member if tr else self.prefill.get(sid, 0)
+                for n in expand(row.nodelist):
+                    used[n] = used.get(n, 0) + per
         return used
 
-    def snapshot(self, now: float) -> Snapshot:
-        fleet = self.ctx.fleet
-        used = self._node_usage()
-        pending = [tr for tr in self.jobs.values() if not tr.done and not tr.started]
-        running = sum(1 for tr in self.jobs.values() if tr.started and not tr.done)
-        free = np.array([0 if (n := fleet.node_name(i)) in self.down else
-                         max(0, fleet.gpus_per_node - used.get(n, 0)) for i in range(fleet.nodes)])
-        smallest = min((tr.job.gpus_per_member for tr in pending), default=None)
-        cp = {"sbatch_inflight": self._inflight, "squeue_calls": self.stats["squeue_calls"]}
-        cp.update(self._sdiag_light(now))
-        return Snapshot(t=now, gpus_allocated=int(sum(used.values())), gpus_partial=0,
-                        gpus_stranded=stranded_gpus(free, smallest), pending_jobs=len(pending),
-                        partial_gangs=0, running_jobs=running, control_plane=cp)
+    def used_per_node(self) -> np.ndarray:
+        used = np.zeros(self.fleet.nodes, dtype=np.int64)
+        for name, gpus in self._node_usage().items():
+            used[self.index[name]] += gpus
+        return used
 
-    def _sdiag_light(self, now: float) -> dict[str, Any]:
-        t, cached = self._sdiag_cache
-        if now - t >= 5.0:
-            d = self.sdiag()
-            cached = {k: d.get(k) for k in ("main_last_cycle_us", "main_mean_cycle_us", "bf_last_cycle_us",
-                                            "server_thread_count", "agent_queue_size", "jobs_pending")}
-            self._sdiag_cache = (now, cached)
-        return cached
+    def gangs(self) -> Iterable[tuple[Job, int, bool]]:
+        return ((tr.job, 0, tr.started) for tr in self.jobs.values() if not tr.done)
 
-    def sdiag(self) -> dict[str, Any]:
-        try:
-            r = self.cluster.run(["sdiag"], check=False, timeout=60)
-        except subprocess.TimeoutExpired:
-            return {}
-        return parse_sdiag(r.stdout) if r.returncode == 0 else {}
+    def live_control_plane(self) -> dict[str, Any]:
+        return {"sbatch_inflight": self._inflight, "squeue_calls": self.client.calls("squeue"), **self._sdiag}
 
     def control_plane(self) -> dict[str, Any]:
-        d = self.sdiag()
-        calls = max(1, self.stats["sbatch_calls"])
-        d["client"] = {
-            "sbatch_calls": self.stats["sbatch_calls"], "sbatch_retries": self.stats["sbatch_retries"],
-            "sbatch_mean_s": round(self.stats["sbatch_s_total"] / calls, 4),
-            "sbatch_max_s": round(self.stats["sbatch_s_max"], 4),
-            "squeue_calls": self.stats["squeue_calls"],
-            "squeue_mean_s": round(self.stats["squeue_s_total"] / max(1, self.stats["squeue_calls"]), 4),
-            "squeue_max_s": round(self.stats["squeue_s_max"], 4),
-            "submit_workers": self.workers, "poll_s": self.poll_s,
-        }
-        d["fleet"] = {"nodes": self.ctx.fleet.nodes, "boot_s": self.cluster.boot_s}
+        d = self.client.sdiag()
+        d["client"] = {**self.client.summary(), "submit_workers": self.workers, "poll_s": self.poll_s}
+        d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": self.cluster.boot_s}
         return d
 
     # ---- chaos -----------------------------------------------------------------------------
-    def _names(self, nodes) -> list[str]:
-        return [self.ctx.fleet.node_name(int(i)) for i in nodes]
+    def _nodes(self, action: ChaosAction) -> tuple[set[int], list[str]]:
+        nodes = [int(i) for i in action.params.get("nodes", [])]
+        return set(nodes), [self.fleet.node_name(i) for i in nodes]
 
-    def _scontrol_nodes(self, names: list[str], state: str, reason: str = "") -> None:
-        for k in range(0, len(names), 500):
-            argv = ["scontrol", "update", f"NodeName={','.join(names[k:k + 500])}", f"State={state}"]
-            if reason:
-                argv.append(f"Reason={reason}")
-            self.cluster.run(argv, check=False)
+    def _running(self) -> list[Tracked]:
+        return [tr for tr in self.active.values() if tr.started and not tr.done]
 
-    def _running_on(self, names: set[str]) -> list[Tracked]:
-        return [tr for tr in self.active.values() if tr.started and not tr.done and names & set(tr.nodes)]
-
-    @staticmethod
-    def _evicted(victims: list[Tracked], now: float, reason: str) -> list[Event]:
+    def _evict(self, victims: list[Tracked], now: float, reason: str) -> None:
         for tr in victims:
             tr.evicted = True
-        return [Event(now, tr.job.id, Kind.EVICTED, members=0, reason=reason) for tr in victims]
+            self._emit(now, tr.job.id, Kind.EVICTED, 0, reason)
 
-    def chaos(self, action: ChaosAction, now: float) -> list[Event]:
-        self._sync(now)
-        p = action.params
-        if action.kind == "node_fail":
-            names = self._names(p.get("nodes", []))
-            self.cluster.kill_slurmds(names)
-            self._scontrol_nodes(names, "DOWN", "gangstorm-node_fail")
-            self.down |= set(names)
-            # Slurm requeues the whole batch job (--requeue): nothing stays bound, as in the sim.
-            return self._evicted(self._running_on(set(names)), now, "node_fail")
-        if action.kind == "node_recover":
-            names = self._names(p.get("nodes", []))
-            for n in names:
-                self.cluster.start_slurmd(n)
-            self._scontrol_nodes(names, "RESUME")
-            self.down -= set(names)
-            return []
-        if action.kind == "evict":
-            want = int(p.get("members", 1))
-            running = [tr for tr in self.active.values() if tr.started and not tr.done]
-            self.rng.shuffle(running)
-            victims, got = [], 0
-            for tr in running:
-                if got >= want:
-                    break
-                victims.append(tr)
-                got += tr.job.members
-            if not victims:
-                return []
-            nodes = sorted({n for tr in victims for n in tr.nodes})
-            self._scontrol_nodes(nodes, "DRAIN", "gangstorm-evict")
-            self.cluster.run(["scontrol", "requeue", ",".join(str(tr.slurm_id) for tr in victims)], check=False)
-            drain_s = float(p.get("drain_s", 10.0)) / float(self.ctx.time_scale or 1.0)
-            self.resume_at.append((now + drain_s, nodes))
-            return self._evicted(victims, now, "evict")
-        if action.kind == "prefill":
-            dur = float(p.get("duration_s", 60))        # the runner already scaled it to wall seconds
-            for node, gpus in p.get("placements", []):
-                name = self.ctx.fleet.node_name(int(node))
-                argv = ["sbatch", "--parsable", "--job-name=gs-prefill", f"--chdir={self.cluster.run_dir}/jobs",
-                        "--output=/dev/null", "--error=/dev/null", f"--nodelist={name}", "--nodes=1",
-                        f"--gres=gpu:{int(gpus)}", f"--time={max(1, math.ceil(dur / 60) + 1)}",
-                        "--wrap", f"sleep {dur:.3f}"]
-                with self._lock:
-                    self._inflight += 1
-                self._pool.submit(self._sbatch, None, argv, int(gpus))
-            return []
-        raise ChaosUnsupported(f"slurm/real does not support chaos kind {action.kind!r}")
+    def _chaos_node_fail(self, action: ChaosAction, now: float) -> None:
+        nodes, names = self._nodes(action)
+        self.cluster.kill_slurmds(names)
+        self.client.set_nodes(names, "DOWN", "gangstorm-node_fail")
+        self.down |= nodes
+        # Slurm requeues the whole batch job (--requeue): nothing stays bound, as in the sim.
+        self._evict([tr for tr in self._running() if set(names) & set(tr.nodes)], now, "node_fail")
+
+    def _chaos_node_recover(self, action: ChaosAction, now: float) -> None:
+        nodes, names = self._nodes(action)
+        for n in names:
+            self.cluster.start_slurmd(n)
+        self.client.set_nodes(names, "RESUME")
+        self.down -= nodes
+
+    def _chaos_evict(self, action: ChaosAction, now: float) -> None:
+        """Drain the nodes of random running jobs covering `members` members and requeue the jobs;
+        the nodes are resumed drain_s (wall seconds once time-scaled) later."""
+        want, running = int(action.params.get("members", 1)), self._running()
+        self.rng.shuffle(running)
+        victims, got = [], 0
+        for tr in running:
+            if got >= want:
+                break
+            victims.append(tr)
+            got += tr.job.members
+        if not victims:
+            return
+        nodes = sorted({n for tr in victims for n in tr.nodes})
+        self.client.set_nodes(nodes, "DRAIN", "gangstorm-evict")
+        self.client.requeue([tr.slurm_id for tr in victims])
+        self.resume_at.append((now + float(action.params.get("drain_s", 10.0)) / float(self.ctx.time_scale or 1.0),
+                               nodes))
+        self._evict(victims, now, "evict")
+
+    def _chaos_prefill(self, action: ChaosAction, now: float) -> None:
+        dur = float(action.params.get("duration_s", 60))        # the runner already scaled it to wall seconds
+        for node, gpus in action.params.get("placements", []):
+            self._sbatch(None, self.client.batch_argv(
+                "gs-prefill", dur, f"--nodelist={self.fleet.node_name(int(node))}", "--nodes=1",
+                f"--gres=gpu:{int(gpus)}", f"--time={max(1, math.ceil(dur / 60) + 1)}"), int(gpus))
 
 
-def _epoch(s: str) -> int | None:
-    return int(s) if s.isdigit() and int(s) > 0 else None
-
-
-def parse_sdiag(text: str) -> dict[str, Any]:
-    """sdiag text -> main/backfill cycle figures (microseconds) and per-RPC counts and times."""
-    out: dict[str, Any] = {}
-    section = "top"
-    rpcs: dict[str, dict[str, int]] = {}
-    keys = {
-        ("top", "Server thread count"): "server_thread_count",
-        ("top", "Agent queue size"): "agent_queue_size",
-        ("top", "Jobs submitted"): "jobs_submitted",
-        ("top", "Jobs started"): "jobs_started",
-        ("top", "Jobs completed"): "jobs_completed",
-        ("top", "Jobs failed"): "jobs_failed",
-        ("top", "Jobs pending"): "jobs_pending",
-        ("top", "Jobs running"): "jobs_running",
-        ("main", "Last cycle"): "main_last_cycle_us",
-        ("main", "Max cycle"): "main_max_cycle_us",
-        ("main", "Total cycles"): "main_cycles",
-        ("main", "Mean cycle"): "main_mean_cycle_us",
-        ("main", "Mean depth cycle"): "main_mean_depth",
-        ("main", "Cycles per minute"): "main_cycles_per_min",
-        ("main", "Last queue length"): "main_last_queue_length",
-        ("bf", "Total backfilled jobs (since last slurm start)"): "bf_backfilled_jobs",
-        ("bf", "Total cycles"): "bf_cycles",
-        ("bf", "Last cycle"): "bf_last_cycle_us",
-        ("bf", "Max cycle"): "bf_max_cycle_us",
-        ("bf", "Mean cycle"): "bf_mean_cycle_us",
-        ("bf", "Last depth cycle"): "bf_last_depth",
-        ("bf", "Last queue length"): "bf_last_queue_length",
-    }
-    rpc_section = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("Main schedule statistics"):
-            section = "main"
-            continue
-        if line.startswith("Backfilling stats"):
-            section = "bf"
-            continue
-        if line.startswith("Remote Procedure Call statistics by message type"):
-            rpc_section = True
-            continue
-        if line.startswith("Remote Procedure Call statistics by user") or line.startswith("Pending RPC"):
-            rpc_section = False
-            section = "other"
-            continue
-        if rpc_section and "count:" in line:
-            name = line.split("(")[0].strip()
-            rpcs[name] = _rpc_fields(line)
-            continue
-        if ":" in line:
-            k, v = line.split(":", 1)
-            key = keys.get((section, k.strip()))
-            if key:
-                try:
-                    out[key] = int(v.split()[0])
-                except (ValueError, IndexError):
-                    pass
-    out["rpc"] = rpcs
-    out["rpc_total_count"] = sum(r.get("count", 0) for r in rpcs.values())
-    return out
-
-
-def _rpc_fields(line: str) -> dict[str, int]:
-    fields = {}
-    for part in line.split(")", 1)[-1].split():
-        if ":" in part:
-            k, v = part.split(":", 1)
-            try:
-                fields[k] = int(v)
-            except ValueError:
-                pass
-    return fields
+def _drained(q: queue.SimpleQueue | queue.Queue) -> Iterator:
+    """What `q` holds now, without waiting."""
+    while True:
+        try:
+            yield q.get_nowait()
+        except queue.Empty:
+            return
