@@ -25,10 +25,9 @@ def calibrated(tmp_path_factory):
         register("slurm", "wallsim", "test_calibrate:WallSlurm")
     out = tmp_path_factory.mktemp("calibration")
     opts = Options(schedulers=["slurm"], repeats=2, backend="wallsim",
-                   scenarios=[str(ROOT / "scenarios/baseline-3x.yaml"), str(ROOT / "scenarios/fragmentation.yaml")],
+                   scenarios=[str(ROOT / "scenarios/calibrate-steady.yaml"), str(ROOT / "scenarios/calibrate-queue.yaml")],
                    scales={"slurm": [16, 32]}, held_out_scale={"slurm": 48},
-                   held_out_scenario=str(ROOT / "scenarios/evictions.yaml"),
-                   duration_h=0.25, drain_h=0.05, time_scale=600.0, out_dir=out,
+                   held_out_scenario=str(ROOT / "scenarios/calibrate-evictions.yaml"), time_scale=600.0, out_dir=out,
                    command="gangstorm calibrate --schedulers slurm (test)")
     lines = []
     result = calibrate(opts, progress=lines.append)
@@ -38,8 +37,8 @@ def calibrated(tmp_path_factory):
 def test_every_case_runs_repeatedly_and_is_kept_for_reuse(calibrated):
     out, opts, result, lines = calibrated
     runs = sorted(p.parent.parent.name for p in (out / "slurm" / "real").glob("*/run*/summary.json"))
-    assert runs == sorted(["baseline-3x-16n", "baseline-3x-32n", "fragmentation-16n", "fragmentation-32n",
-                           "baseline-3x-48n", "evictions-32n"] * 2)
+    assert runs == sorted(["calibrate-steady-16n", "calibrate-steady-32n", "calibrate-queue-16n", "calibrate-queue-32n",
+                           "calibrate-steady-48n", "calibrate-evictions-32n"] * 2)
     assert not [l for l in lines if "reused" in l]
     again = calibrate(opts, progress=lines.append)
     assert len([l for l in lines if "reused" in l]) == 12
@@ -54,7 +53,7 @@ def test_the_written_profile_says_what_was_fitted_and_validates_on_held_out_case
     assert all(prof.params[s][k].command.startswith("gangstorm calibrate") for s, k in fitted)
     assert prof.calibrated("slurm") and not prof.calibrated("kube")
     held = prof.validation["slurm"]["held_out"]
-    assert held["cases"] == "baseline-3x-48n, evictions-32n" and held["real_runs_per_case"] == 2
+    assert held["cases"] == "calibrate-steady-48n, calibrate-evictions-32n" and held["real_runs_per_case"] == 2
     doc = json.loads((out / "calibration.json").read_text())
     assert [r["role"] for r in doc["schedulers"]["slurm"]["rows"]].count("held_out") == 2
     assert "| slurm case |" in (out / "fidelity.md").read_text()

@@ -29,8 +29,9 @@ class Options:
     held_out_scale: dict[str, int]
     held_out_scenario: str
     repeats: int = 3
-    duration_h: float = 0.5
-    drain_h: float = 0.1
+    duration_h: float | None = None        # None: the scenario's own
+    churn: dict[str, float | None] | None = None   # per scheduler; None: the scenario's own
+    runs_only: bool = False
     time_scale: float = 20.0
     base_profile: str = "local"
     out_dir: Path = Path("results/calibration")
@@ -40,10 +41,9 @@ class Options:
     backend: str = "real"                 # what the twins are compared with (tests use a stand-in)
 
 
-def case_scenario(case: Case, opts: Options, profile: Profile | str | None):
-    sc = load_with_overrides(case.scenario, profile=profile, nodes=case.nodes, seed=opts.seed,
-                             duration_h=opts.duration_h)
-    return sc.with_overrides(drain_h=opts.drain_h)
+def case_scenario(case: Case, name: str, opts: Options, profile: Profile | str | None):
+    return load_with_overrides(case.scenario, profile=profile, nodes=case.nodes, seed=opts.seed,
+                               duration_h=opts.duration_h, churn=(opts.churn or {}).get(name))
 
 
 def real_results(name: str, cases: list[Case], opts: Options, progress: Progress) -> dict[str, list[dict]]:
@@ -57,7 +57,7 @@ def real_results(name: str, cases: list[Case], opts: Options, progress: Progress
                 progress(f"{name} {case.label} run {k + 1}: reused {summary}")
             else:
                 progress(f"{name} {case.label} run {k + 1}/{opts.repeats}: real backend ...")
-                real_run(case_scenario(case, opts, opts.base_profile), name, d, opts.time_scale, opts.backend)
+                real_run(case_scenario(case, name, opts, opts.base_profile), name, d, opts.time_scale, opts.backend)
             runs.append(json.loads(summary.read_text())["schedulers"][name])
         out[case.label] = runs
     return out
@@ -74,12 +74,14 @@ def with_values(profile: Profile, values: dict[tuple[str, str], float]) -> Profi
 def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
     cases = matrix(opts.scenarios, opts.scales[name], opts.held_out_scale[name], opts.held_out_scenario)
     real = real_results(name, cases, opts, progress)
+    if opts.runs_only:
+        return {"scheduler": name, "cases": [c.__dict__ | {"label": c.label} for c in cases], "runs_only": True}
     stats = {c.label: fidelity.real_stats(real[c.label]) for c in cases}
     base = load_profile(opts.base_profile)
     measured = measure.extract(name, [(c, r) for c in cases if c.role == "fit" for r in real[c.label]])
     start_profile = with_values(base, {k: v for k, (v, _) in measured.items()})
     free = measure.FREE[name]
-    scenarios = {c.label: case_scenario(c, opts, None) for c in cases}
+    scenarios = {c.label: case_scenario(c, name, opts, None) for c in cases}
 
     def objective(values):
         prof = with_values(start_profile, values)
@@ -124,6 +126,8 @@ def profile_from(results: list[dict], base: Profile, opts: Options, name: str) -
 def calibrate(opts: Options, progress: Progress = print) -> dict:
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     results = [calibrate_one(name, opts, progress) for name in opts.schedulers]
+    if opts.runs_only:
+        return {"profile": None, "table": "real runs kept under " + str(opts.out_dir), "results": results}
     path = opts.write_profile or opts.out_dir / "profile.yaml"
     # Calibrating some schedulers into an existing profile keeps the others' values and validation.
     base = load_profile(str(path)) if path.exists() else load_profile(opts.base_profile)

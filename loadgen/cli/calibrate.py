@@ -12,11 +12,14 @@ from pathlib import Path
 
 from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_int
 
-# Sizes at which each real backend runs unsaturated on a 2-core, 24 GB machine (docs/fidelity.md).
-SCALES = {"kube": [50, 100], "volcano": [50, 100], "slurm": [32, 64], "ray": [8, 16]}
-HELD_OUT_SCALE = {"kube": 200, "volcano": 200, "slurm": 128, "ray": 24}
-SCENARIOS = ["scenarios/baseline-3x.yaml", "scenarios/fragmentation.yaml"]
-HELD_OUT_SCENARIO = "scenarios/evictions.yaml"
+# Sizes at which each real backend runs unsaturated on a 2-core, 24 GB machine (docs/fidelity.md);
+# Ray's fleets are smaller (a raylet takes ~150 MiB and seconds to boot), so its jobs churn faster
+# to give as many samples per run.
+SCALES = {"kube": [32, 64], "volcano": [32, 64], "slurm": [32, 64], "ray": [8, 16]}
+HELD_OUT_SCALE = {"kube": 128, "volcano": 128, "slurm": 128, "ray": 24}
+CHURN = {"ray": 16.0}
+SCENARIOS = ["scenarios/calibrate-steady.yaml", "scenarios/calibrate-queue.yaml"]
+HELD_OUT_SCENARIO = "scenarios/calibrate-evictions.yaml"
 
 
 def add_parser(sub) -> None:
@@ -31,10 +34,12 @@ def add_parser(sub) -> None:
                    + ", ".join(f"{k} {v}" for k, v in HELD_OUT_SCALE.items()) + ")")
     p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO, help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
     p.add_argument("--repeats", type=positive_int, default=3, help="real runs per case (default 3, the minimum for a spread)")
-    add_overrides(p, "seed", "duration_h", "time_scale", time_scale=20.0)   # small real fleets: 20 virtual s/s
+    add_overrides(p, "seed", "churn", "duration_h", "time_scale", time_scale=20.0)   # small fleets: 20 virtual s/s
     p.add_argument("--profile", default="local", help="profile to start from (default local)")
     p.add_argument("--write-profile", help="profile file to write or update (default <out>/profile.yaml)")
     p.add_argument("--out", help="where real runs, fidelity.md and calibration.json go (default results/calibration)")
+    p.add_argument("--runs-only", action="store_true", help="only the real runs (kept for a later fit with the "
+                   "same --out): bank machine time while the models change")
     p.add_argument("--anchors", action="store_true",
                    help="fit to published figures instead of real runs (builds the reference profile; "
                         "starts no backend): see `gangstorm profile anchors`")
@@ -92,11 +97,13 @@ def main(args) -> int:
             raise UsageError(f"--held-out-scale: expected a size not among the fitting scales, got {held[n]}")
     opts = Options(schedulers=names, scenarios=scenarios, scales=scales, held_out_scale=held,
                    held_out_scenario=args.held_out_scenario, repeats=args.repeats,
-                   duration_h=args.duration_h or 0.5, time_scale=args.time_scale, base_profile=args.profile,
+                   duration_h=args.duration_h, time_scale=args.time_scale, base_profile=args.profile,
+                   churn={n: args.churn or CHURN.get(n) for n in names}, runs_only=args.runs_only,
                    out_dir=Path(args.out or "results/calibration"), seed=args.seed,
                    write_profile=Path(args.write_profile) if args.write_profile else None,
                    command="gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]))
     out = calibrate(opts, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(out["table"])
-    print(f"profile: {out['profile']}\nresults: {opts.out_dir}/fidelity.md, calibration.json")
+    if out["profile"]:
+        print(f"profile: {out['profile']}\nresults: {opts.out_dir}/fidelity.md, calibration.json")
     return 0
