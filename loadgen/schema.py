@@ -187,6 +187,8 @@ SCENARIO = {
             "retry_initial_s": Field(NUM, 0.1, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
             "retry_multiplier": Field(NUM, 1.5, lo=1, source=RAY_CONF + " (gcs_create_placement_group_retry_multiplier)"),
             "retry_max_s": Field(NUM, 1.0, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
+            "gcs_tick_s": Field(NUM, 1.0, lo=0.001, source="Ray constant, src/ray/gcs/gcs_placement_group_manager.cc "
+                                "GcsPlacementGroupManager::Tick (retries due pending groups every 1000 ms)"),
         },
         "slurm": {
             "sched_interval_s": Field(NUM, 60.0, lo=1, source=SLURM_CONF + " (sched_interval)"),
@@ -197,6 +199,11 @@ SCENARIO = {
             "bf_resolution_s": Field(int, 60, lo=1, source=SLURM_CONF + " (bf_resolution)"),
             "bf_max_job_test": Field(int, 500, lo=1, source=SLURM_CONF + " (bf_max_job_test)"),
             "bf_max_job_start": Field(int, 0, lo=0, source=SLURM_CONF + " (bf_max_job_start; 0 = no limit)"),
+            "bf_yield_interval_s": Field(NUM, 2.0, lo=1e-6, source=SLURM_CONF + " (bf_yield_interval 2,000,000 us)"),
+            "bf_yield_sleep_s": Field(NUM, 0.5, lo=1e-6, source=SLURM_CONF + " (bf_yield_sleep 500,000 us)"),
+            "max_sched_time_s": Field(NUM, 2.0, lo=1, source=SLURM_CONF + " (max_sched_time: MessageTimeout/2 within [1, 2] s)"),
+            "background_tick_s": Field(NUM, 1.0, lo=0.001, source="Slurm constant, src/slurmctld/controller.c "
+                                       "_slurmctld_background (10 x usleep(100000)); backfill_agent's idle sleep (1 s)"),
             "default_queue_depth": Field(int, 100, lo=1, source=SLURM_CONF + " (default_queue_depth)"),
             # Fair share and age need SlurmDBD (slurmctld ignores their weights without it); the real
             # backend runs without one, so "none" is what it does and "slurmdbd" is sim-only.
@@ -217,7 +224,7 @@ SCENARIO = {
             "bf_cycle_base_ms": Field(NUM, PROFILE, lo=0),    # backfill cycle: fixed part
             "bf_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
             "observe_ms": Field(NUM, PROFILE, lo=0),          # start -> the client's squeue poll sees it
-            # real backend only (fakes/slurm/fleet.py, fakes/slurm/target.py)
+            # real backend only (fakes/slurm/conf.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),
             "poll_s": Field(NUM, 0.5, lo=0.01),
             "boot_timeout_s": Field(NUM, 1200.0, lo=1),

@@ -1,28 +1,73 @@
-"""Simulated slurmctld: priority/multifactor, main scheduler + backfill, cons_tres, topology/tree.
+"""Simulated slurmctld: batch submission, the scheduling threads and their locks, backfill, cons_tres,
+topology/tree, priority/multifactor.
 
-Mechanisms modeled:
-- Priority = age + fair share + job size (PriorityWeight*; fair share 2^(-usage/shares) with
-  usage decayed by PriorityDecayHalfLife; bigger jobs rank higher, PriorityFavorSmall=NO).
-- The main scheduler runs on job submit/end (coalesced by sched_min_interval_s) and every
-  sched_interval_s; it walks jobs by priority up to default_queue_depth and stops at the first
-  that cannot start (one partition), so it never lets a lower job jump a higher one.
-- Backfill every bf_interval_s walks up to bf_max_job_test jobs: a job starts now if it fits on
-  nodes not reserved for a higher job, or it ends (by its time limit) before that reservation
-  starts; a whole-node job that cannot start gets a reservation at its earliest start within
-  bf_window_min (times rounded up to bf_resolution_s). This is what keeps big gangs from starving.
+Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.c, proc_req.c):
+- One set of slurmctld locks. Each submit and job-completion RPC (rpc_ms), main scheduling cycle and
+  backfill stretch holds them; whoever comes next waits (first come, first served). A job started
+  inside a cycle takes its nodes at once (its StartTime), but squeue, hence the client, sees it
+  RUNNING only once the cycle lets go of the locks: that is when it counts as admitted here.
+- sbatch is never placed inside the submit RPC (job_allocate with allocate == 0 only tests). The
+  RPC queues the job and bumps job_sched_cnt. The background thread wakes every background_tick_s
+  and calls schedule() when now - last_sched_time >= batch_sched_delay_s and job_sched_cnt > 0,
+  plus a full-queue pass every sched_interval_s. The end of a job (its epilog completing) calls
+  schedule() directly; node changes and requeues only bump job_sched_cnt.
+- schedule() wakes the scheduling agent, which runs one cycle at a time, at least
+  sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
+  main_cycle_per_job_us x jobs tested; it walks the queue by priority (default_queue_depth jobs,
+  or all of it in a full pass), stops at the first job that cannot start (one partition) and once
+  max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
+- Backfill runs bf_interval_s after the previous pass ended, when something changed since then.
+  It costs bf_cycle_base_ms + bf_cycle_per_job_us x jobs tested and walks up to bf_max_job_test
+  jobs: a job starts now if it fits on nodes not reserved for a higher job, or it ends (by its time
+  limit) before that reservation starts; a whole-node job that cannot start gets a reservation at
+  its earliest start within bf_window_min (rounded up to bf_resolution_s). It stops after
+  bf_max_job_start starts (0 = no limit) or bf_interval_s (bf_max_time's default). Every
+  bf_yield_interval_s of work it lets go of the locks for bf_yield_sleep_s; if a job or node
+  changed meanwhile, the pass ends there (no bf_continue).
+- Priority = job size (PriorityFavorSmall=NO: (nodes/cluster nodes + cpus/cluster cpus) / 2) x its
+  weight, an integer as Slurm keeps it, ties by submit second then job id. Age and fair share need
+  SlurmDBD: with accounting_storage "none" (what the real backend runs) their weights are ignored,
+  as slurmctld does; "slurmdbd" adds them (fair share 2^(-usage/shares), usage decayed by
+  PriorityDecayHalfLife).
 - cons_tres: 8-GPU members take whole nodes (--exclusive); smaller jobs share nodes, best fit.
-- --requeue: an evicted job restarts whole, after the cred_expire_s hold slurmctld applies.
-- topology/tree: a gang goes on the fewest leaf switches (best-fit leaf); with switches=N a
-  large gang waits up to switches_max_wait_s for N leaves before taking any.
+- --requeue: an evicted job restarts whole; it is eligible again cred_expire_s later and waits for
+  the next pass (nothing schedules at that moment).
+- topology/tree: a gang goes on the fewest leaf switches (best-fit leaf); with switches=N a gang of
+  switches_min_members or more waits up to switches_max_wait_s for N leaves before taking more.
 """
 from __future__ import annotations
 
+import bisect
 import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from fakes.sim.base import JobState, SimTarget
+from loadgen.model.events import Kind
 from loadgen.model.target import TargetContext
+
+Work = Callable[..., "tuple[float, Callable[[float], None] | None]"]
+
+
+def _whole_s(t0: float, t1: float) -> int:
+    """Seconds between two instants as difftime() of two time(NULL) readings counts them."""
+    return math.floor(t1) - math.floor(t0)
+
+
+@dataclass(eq=False)
+class _BackfillPass:
+    start: float = 0.0                  # when it got the locks first
+    order: list[JobState] | None = None  # the queue by priority, built once with the locks held
+    reserved_from: np.ndarray | None = None
+    idx: int = 0                        # next job in `order`
+    stretches: int = 0                  # lock holds so far (the pass yields between them)
+    tested: int = 0
+    started: int = 0
+    work: float = 0.0                   # lock-held time so far (what sdiag reports)
+    yielded_at: float = 0.0
 
 
 class SimSlurm(SimTarget):
@@ -31,55 +76,134 @@ class SimSlurm(SimTarget):
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
-        self.pending: dict[int, JobState] = {}
+        c = self.cfg
+        self.dbd = c["accounting_storage"] == "slurmdbd"
+        self.pending: dict[int, JobState] = {}              # eligible jobs
+        self.queue: list[tuple] = []                        # (-priority, submit second, id), static without dbd
         self.node_end = np.zeros(self.fleet.nodes)          # when a node's jobs end by time limit
         self.node_jobs: dict[int, dict[int, float]] = {}    # job -> {node: end}
         self.on_node: dict[int, dict[int, float]] = {}      # node -> {job: end}
         self.usage: dict[str, float] = {}
         self.usage_t = 0.0
-        self.main_at: float | None = None
-        self.last_main = -math.inf
+        # locks
+        self.lock_q: deque = deque()
+        self.locked = False
+        # background thread
+        self.tick = float(c["background_tick_s"])
+        self.full_every = max(1, math.ceil(c["sched_interval_s"] / self.tick - 1e-9))   # ticks
+        self.job_sched_cnt = 0
+        self.last_sched = 0.0
+        self.bg_k = 0                   # last tick handled
+        self.bg_at: int | None = None   # tick armed
+        # scheduling agent
+        self.agent_busy = False
+        self.sched_requests = False
+        self.sched_full = False
+        self.sched_last_end = -math.inf
+        # backfill agent
+        self.bf_last_end = 0.0
         self.bf_at: float | None = None
-        self.main_cycles: list[float] = []
-        self.bf_cycles: list[float] = []
+        self.bf: _BackfillPass | None = None
+        self.last_update = 0.0          # last job or node change (last_job_update / last_node_update)
+        self._ending = False
+        # what sdiag would show
+        self.main_cycles: list[tuple[float, int]] = []      # (lock-held s, jobs tested)
+        self.bf_cycles: list[tuple[float, int]] = []
+        self.rpcs: dict[str, list[float]] = {"REQUEST_SUBMIT_BATCH_JOB": [], "REQUEST_COMPLETE_BATCH_SCRIPT": []}
         self.leaves_used: list[int] = []
-        self.rpcs = {"REQUEST_SUBMIT_BATCH_JOB": 0, "REQUEST_COMPLETE_BATCH_SCRIPT": 0}
         self.started_by = {"main": 0, "backfill": 0}
 
     def _limit(self, js: JobState) -> float:
         return math.ceil(js.job.duration_s * self.cfg["time_limit_factor"] / 60.0) * 60.0
 
-    # --- triggers -------------------------------------------------------------------------
-    def _enqueue(self, js: JobState, t: float) -> None:
-        self.rpcs["REQUEST_SUBMIT_BATCH_JOB"] += 1
-        js.extra["queued_at"] = t
+    # --- slurmctld's locks ------------------------------------------------------------------
+    def _lock(self, t: float, work: Work, *args) -> None:
+        """Queue `work` for the locks; work(t, *args) returns how long it holds them and what to do
+        when it lets go."""
+        self.lock_q.append((work, args))
+        if not self.locked:
+            self._grant(t)
+
+    def _grant(self, t: float) -> None:
+        work, args = self.lock_q.popleft()
+        self.locked = True
+        hold, after = work(t, *args)
+        self._at(t + hold, self._unlock, after)
+
+    def _unlock(self, t: float, after) -> None:
+        self.locked = False
+        if after is not None:
+            after(t)
+        if self.lock_q and not self.locked:
+            self._grant(t)
+
+    def _rpc(self, t: float, name: str, done: Callable[[float], None]) -> None:
+        def work(t0: float):
+            def after(t1: float) -> None:
+                self.rpcs[name].append(t1 - t)          # sdiag's RPC time includes the wait for locks
+                done(t1)
+            return self.cfg["rpc_ms"] / 1e3, after
+        self._lock(t, work)
+
+    def _touch(self, t: float) -> None:
+        self.last_update = t
+        self._bf_arm(t)
+
+    # --- jobs coming and going --------------------------------------------------------------
+    def _submit(self, js: JobState, now: float) -> None:
+        self._rpc(now, "REQUEST_SUBMIT_BATCH_JOB", lambda t: self._accepted(t, js))
+
+    def _accepted(self, t: float, js: JobState) -> None:
+        self._emit(t, js.job.id, Kind.SUBMITTED)
+        self._eligible(js, t, t)
+        self._queue_job_scheduler(t)
+
+    def _eligible(self, js: JobState, t: float, submit_t: float) -> None:
+        js.extra.update(queued_at=t, submit_t=submit_t)
         self.pending[js.job.id] = js
-        self._trigger_main(t)
-        self._ensure_backfill(t)
+        if not self.dbd:
+            key = (-self._priority(js), math.floor(submit_t), js.job.id)
+            js.extra["key"] = key
+            bisect.insort(self.queue, key)
+        self._touch(t)
+        self._bg_arm(t)                 # the full-queue pass concerns it from now on
+
+    def _dequeue(self, js: JobState) -> None:
+        del self.pending[js.job.id]
+        if not self.dbd:
+            i = bisect.bisect_left(self.queue, js.extra["key"])
+            del self.queue[i]
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
-        # A requeued batch job is held until its launch credential expires (cred_expire).
+        # Requeue resets the submit time and sets begin_time = now + cred_expire (+1 s): the job is
+        # eligible then, and nothing schedules at that moment.
         self._drop_node_ends(js.job.id)
-        self._at(t + self.cfg["cred_expire_s"], self._release_hold, js)
+        self._at(t + self.cfg["cred_expire_s"], self._release_hold, js, t)
 
-    def _release_hold(self, t: float, js: JobState) -> None:
-        if js.done or js.running:
-            return
-        js.extra["queued_at"] = t
-        self.pending[js.job.id] = js
-        self._trigger_main(t)
-        self._ensure_backfill(t)
-
-    def _on_release(self, t: float) -> None:
-        if self.pending:
-            self._trigger_main(t)
+    def _release_hold(self, t: float, js: JobState, requeued_t: float) -> None:
+        if not js.done and not js.running and js.job.id not in self.pending:
+            self._eligible(js, t, requeued_t)
 
     def _finished(self, js: JobState, t: float) -> None:
-        self.rpcs["REQUEST_COMPLETE_BATCH_SCRIPT"] += 1
-        self._decay(t)
-        runtime = t - js.extra.get("started_at", t)
-        self.usage[js.job.tenant] = self.usage.get(js.job.tenant, 0.0) + runtime * js.job.gpus
+        if self.dbd:
+            self._decay(t)
+            runtime = t - js.extra.get("started_at", t)
+            self.usage[js.job.tenant] = self.usage.get(js.job.tenant, 0.0) + runtime * js.job.gpus
         self._drop_node_ends(js.job.id)
+        self._ending = True
+        # The completion RPC, then the epilog-complete message calls schedule() (proc_req.c).
+        self._rpc(t, "REQUEST_COMPLETE_BATCH_SCRIPT", self._epilog_complete)
+
+    def _epilog_complete(self, t: float) -> None:
+        self._touch(t)
+        self._schedule(t)
+
+    def _on_release(self, t: float) -> None:
+        if self._ending:                # a job end: its epilog already asks for a cycle
+            self._ending = False
+            return
+        self._touch(t)                  # node up/down, eviction: queue_job_scheduler()
+        self._queue_job_scheduler(t)
 
     def _drop_node_ends(self, jid: int) -> None:
         for n in self.node_jobs.pop(jid, {}):
@@ -87,41 +211,105 @@ class SimSlurm(SimTarget):
             others.pop(jid, None)
             self.node_end[n] = max(others.values(), default=0.0)
 
-    def _trigger_main(self, t: float) -> None:
-        if self.main_at is None:
-            self.main_at = max(t, self.last_main + self.cfg["sched_min_interval_s"])
-            self._at(self.main_at, self._main)
+    # --- the background thread ---------------------------------------------------------------
+    def _queue_job_scheduler(self, t: float) -> None:
+        self.job_sched_cnt += 1
+        self._bg_arm(t)
 
-    def _ensure_backfill(self, t: float) -> None:
-        if self.bf_at is None:
-            iv = self.cfg["bf_interval_s"]
-            self.bf_at = (int(t / iv) + 1) * iv
-            self._at(self.bf_at, self._backfill)
+    def _bg_arm(self, t: float) -> None:
+        """Arm the first background tick that will call schedule(); idle ticks are skipped."""
+        if not (self.job_sched_cnt or self.pending):
+            return
+        n = self.full_every
+        k0 = max(self.bg_k + 1, math.ceil(t / self.tick - 1e-9))
+        k = -(-k0 // n) * n                                             # next full-queue pass
+        if self.job_sched_cnt:
+            last = max(self.last_sched, (k0 - 1) // n * n * self.tick)   # full passes while idle count
+            k = min(k, max(k0, math.ceil((last + self.cfg["batch_sched_delay_s"]) / self.tick - 1e-9)))
+        if self.bg_at is None or k < self.bg_at:
+            self.bg_at = k
+            self._at(k * self.tick, self._bg_tick, k)
+
+    def _bg_tick(self, t: float, k: int) -> None:
+        if k != self.bg_at:
+            return
+        self.bg_at, self.bg_k = None, k
+        self.job_sched_cnt = 0
+        self.last_sched = t
+        self._schedule(t, full=k % self.full_every == 0)
+        self._bg_arm(t)
+
+    # --- the scheduling agent and the main cycle -------------------------------------------------
+    def _schedule(self, t: float, full: bool = False) -> None:
+        self.sched_requests = True
+        self.sched_full |= full
+        if not self.agent_busy:
+            self.agent_busy = True
+            start = self.sched_last_end + self.cfg["sched_min_interval_s"]
+            if start <= t:
+                self._agent(t)
+            else:
+                self._at(start, self._agent)
+
+    def _agent(self, t: float) -> None:
+        full, self.sched_full, self.sched_requests = self.sched_full, False, False
+        self._lock(t, self._main, full)
+
+    def _main(self, t: float, full: bool):
+        c = self.cfg
+        per = c["main_cycle_per_job_us"] / 1e6
+        work = c["main_cycle_base_ms"] / 1e3
+        depth = len(self.pending) if full else c["default_queue_depth"]
+        launched: list = []
+        tested = 0
+        for js in self._order(t, depth):
+            if _whole_s(t, t + work) >= c["max_sched_time_s"]:
+                break
+            work += per
+            tested += 1
+            nodes = self._place(js, t + work, None)
+            if nodes is None:
+                break          # the partition is blocked for everyone below this job
+            launched.append(self._launch(js, nodes, t + work, "main"))
+        self.main_cycles.append((work, tested))
+
+        def after(tr: float) -> None:
+            self._started(tr, launched)
+            self.sched_last_end = tr
+            if self.sched_requests:
+                self._at(tr + c["sched_min_interval_s"], self._agent)
+            else:
+                self.agent_busy = False
+        return work, after
 
     # --- priority -------------------------------------------------------------------------
+    def _priority(self, js: JobState, t: float = 0.0, fs: dict | None = None) -> int:
+        c, f = self.cfg, self.fleet
+        size = (js.job.members / f.nodes + js.job.members * js.job.cpus_per_member / (f.nodes * f.cpus_per_node)) / 2
+        p = c["priority_weight_jobsize"] * size + 1e6 * js.job.priority
+        if fs is not None:
+            age = min((t - js.extra["submit_t"]) / (c["priority_max_age_h"] * 3600.0), 1.0)
+            p += c["priority_weight_age"] * age + c["priority_weight_fairshare"] * fs[js.job.tenant]
+        return max(1, int(p))
+
+    def _order(self, t: float, limit: int) -> list[JobState]:
+        if not self.dbd:
+            return [self.pending[k[2]] for k in self.queue[:limit]]
+        self._decay(t)
+        tenants = {js.job.tenant for js in self.pending.values()} | set(self.usage)
+        total_usage = sum(self.usage.values()) or 1.0
+        share = 1.0 / max(len(tenants), 1)
+        fs = {k: 2.0 ** (-(self.usage.get(k, 0.0) / total_usage) / share) for k in tenants}
+        keyed = sorted((-self._priority(js, t, fs), math.floor(js.extra["submit_t"]), js.job.id)
+                       for js in self.pending.values())
+        return [self.pending[k[2]] for k in keyed[:limit]]
+
     def _decay(self, t: float) -> None:
         hl = self.cfg["priority_decay_half_life_h"] * 3600.0
         f = 0.5 ** ((t - self.usage_t) / hl)
         for k in self.usage:
             self.usage[k] *= f
         self.usage_t = t
-
-    def _priorities(self, t: float) -> list[JobState]:
-        c = self.cfg
-        self._decay(t)
-        tenants = {js.job.tenant for js in self.pending.values()} | set(self.usage)
-        total_usage = sum(self.usage.values()) or 1.0
-        share = 1.0 / max(len(tenants), 1)
-        fs = {k: 2.0 ** (-(self.usage.get(k, 0.0) / total_usage) / share) for k in tenants}
-        max_age = c["priority_max_age_h"] * 3600.0
-        total = self.fleet.total_gpus
-
-        def prio(js: JobState) -> float:
-            age = min((t - js.job.submit_s) / max_age, 1.0)
-            return (c["priority_weight_age"] * age + c["priority_weight_fairshare"] * fs[js.job.tenant]
-                    + c["priority_weight_jobsize"] * js.job.gpus / total + 1e6 * js.job.priority)
-
-        return sorted(self.pending.values(), key=lambda js: (-prio(js), js.job.submit_s, js.job.id))
 
     # --- placement (cons_tres + topology/tree) ---------------------------------------------
     def _place(self, js: JobState, t: float, blocked: np.ndarray | None) -> list[int] | None:
@@ -152,8 +340,8 @@ class SimSlurm(SimTarget):
                 need -= len(take)
                 used += 1
             want = self.cfg["switches"]
-            if want and js.job.cls == "large" and used > want:
-                if t - js.extra.get("queued_at", t) < self.cfg["switches_max_wait_s"]:
+            if want and m >= self.cfg["switches_min_members"] and used > want:
+                if t - js.extra["queued_at"] < self.cfg["switches_max_wait_s"]:
                     self._count("switches_waits")
                     return None
             return picked
@@ -173,8 +361,9 @@ class SimSlurm(SimTarget):
             chosen.append(n)
         return chosen
 
-    def _launch(self, js: JobState, nodes: list[int], t: float, by: str) -> None:
-        del self.pending[js.job.id]
+    def _launch(self, js: JobState, nodes: list[int], t: float, by: str) -> tuple:
+        """Allocate now (StartTime = t); the job is seen RUNNING when the locks are let go."""
+        self._dequeue(js)
         end = t + self._limit(js)
         ends = self.node_jobs.setdefault(js.job.id, {})
         for n in nodes:
@@ -182,76 +371,117 @@ class SimSlurm(SimTarget):
             ends[n] = end
             self.on_node.setdefault(n, {})[js.job.id] = end
             self.node_end[n] = max(self.node_end[n], end)
-        js.extra["started_at"] = t
         self.leaves_used.append(len(set(int(self.state.leaf_of[n]) for n in nodes)))
         self.started_by[by] += 1
-        self._bind(js, t, len(nodes))
+        return js, len(nodes), js.run_token
 
-    # --- the main scheduler -----------------------------------------------------------------
-    def _main(self, t: float) -> None:
-        self.main_at = None
-        self.last_main = t
-        tested = 0
-        for js in self._priorities(t)[: self.cfg["default_queue_depth"]]:
-            tested += 1
-            nodes = self._place(js, t, None)
-            if nodes is None:
-                break          # the partition is blocked for everyone below this job
-            self._launch(js, nodes, t, "main")
-        self.main_cycles.append(0.05 + 0.02 * tested)   # ms, modeled cycle cost
-        if self.pending:
-            self._at(t + self.cfg["sched_interval_s"], self._periodic_main)
-
-    def _periodic_main(self, t: float) -> None:
-        if self.pending and self.main_at is None:
-            self._trigger_main(t)
+    def _started(self, t: float, launched: list) -> None:
+        for js, n, token in launched:
+            if token == js.run_token and not js.done:     # not lost while the cycle held the locks
+                js.extra["started_at"] = t
+                self._bind(js, t, n)
+        if launched:
+            self._touch(t)
 
     # --- backfill ---------------------------------------------------------------------------
-    def _backfill(self, t: float) -> None:
-        self.bf_at = None
-        if not self.pending:
+    def _bf_arm(self, t: float) -> None:
+        """The backfill agent sleeps bf_interval_s after a pass, then re-checks every tick."""
+        if self.bf_at is not None or self.bf is not None or not self.pending:
             return
-        c = self.cfg
+        first = self.bf_last_end + self.cfg["bf_interval_s"]
+        at = first if t <= first else first + math.ceil((t - first) / self.tick - 1e-9) * self.tick
+        self.bf_at = at
+        self._at(at, self._bf_wake)
+
+    def _bf_wake(self, t: float) -> None:
+        self.bf_at = None
+        if not self.pending or self.last_update < self.bf_last_end:
+            return                      # nothing new since the last pass (_more_work); _touch re-arms
+        self.bf = _BackfillPass()
+        self._lock(t, self._bf_run)
+
+    def _bf_run(self, t: float):
+        c, bp = self.cfg, self.bf
+        if bp.stretches and self.last_update > bp.yielded_at:
+            return 0.0, self._bf_done   # a job or node changed while the locks were yielded
+        per = c["bf_cycle_per_job_us"] / 1e6
         res = float(c["bf_resolution_s"])
-        window_end = t + c["bf_window_min"] * 60.0
-        reserved_from = np.full(self.fleet.nodes, np.inf)
-        tested = 0
-        for js in self._priorities(t)[: c["bf_max_job_test"]]:
-            tested += 1
+        window = c["bf_window_min"] * 60.0
+        seg = 0.0
+        if not bp.stretches:            # the base cost: the job queue and the node-space map
+            bp.start, seg = t, c["bf_cycle_base_ms"] / 1e3
+            bp.order = self._order(t, c["bf_max_job_test"])
+            bp.reserved_from = np.full(self.fleet.nodes, np.inf)
+        bp.stretches += 1
+        stop = False
+        launched: list = []
+        while bp.idx < len(bp.order):
+            if seg >= c["bf_yield_interval_s"]:
+                break
+            now = t + seg
+            if _whole_s(bp.start, now) >= c["bf_interval_s"]:      # bf_max_time (default bf_interval)
+                stop = True
+                break
+            js = bp.order[bp.idx]
+            bp.idx += 1
+            if js.job.id not in self.pending:
+                continue                # started or lost meanwhile
+            seg += per
+            now += per
+            bp.tested += 1
             limit = self._limit(js)
-            blocked = reserved_from < t + limit          # would run into a higher job's reservation
-            nodes = self._place(js, t, blocked)
+            blocked = bp.reserved_from < now + limit       # would run into a higher job's reservation
+            nodes = self._place(js, now, blocked)
             if nodes is not None:
-                self._launch(js, nodes, t, "backfill")
+                launched.append(self._launch(js, nodes, now, "backfill"))
+                bp.started += 1
+                if c["bf_max_job_start"] and bp.started >= c["bf_max_job_start"]:
+                    stop = True
+                    break
                 continue
             if js.job.gpus_per_member < self.state.gpn:
                 continue
-            up = self.state.up
-            free_at = np.where(self.state.free_gpus == self.state.gpn, t, self.node_end)
-            free_at = np.where(up & np.isinf(reserved_from), free_at, np.inf)
+            free_at = np.where(self.state.free_gpus == self.state.gpn, now, self.node_end)
+            free_at = np.where(self.state.up & np.isinf(bp.reserved_from), free_at, np.inf)
             m = js.job.members
             if np.isfinite(free_at).sum() < m:
                 continue
             idx = np.argpartition(free_at, m - 1)[:m]
             start = math.ceil(float(free_at[idx].max()) / res) * res
-            if start <= window_end:
-                reserved_from[idx] = start
+            if start <= now + window:
+                bp.reserved_from[idx] = start
                 self._count("bf_reservations")
-        self.bf_cycles.append(0.1 + 0.05 * tested)      # ms, modeled cycle cost
-        if self.pending:
-            self._ensure_backfill(t + 1e-9)
+        bp.work += seg
+        done = stop or bp.idx >= len(bp.order)
 
-    def snapshot(self, now: float):
-        snap = super().snapshot(now)
-        snap.control_plane.update(pending_jobs=len(self.pending))
-        return snap
+        def after(tr: float) -> None:
+            self._started(tr, launched)
+            if done:
+                self._bf_done(tr)
+            else:
+                bp.yielded_at = tr
+                self._at(tr + c["bf_yield_sleep_s"], self._lock, self._bf_run)
+        return seg, after
+
+    def _bf_done(self, t: float) -> None:
+        bp, self.bf = self.bf, None
+        self.bf_cycles.append((bp.work, bp.tested))
+        self.bf_last_end = t
+        self._bf_arm(t)
+
+    # --- observation ------------------------------------------------------------------------
+    def _live_control_plane(self) -> dict:
+        return {"pending_jobs": len(self.pending)}
 
     def control_plane(self) -> dict:
-        mc = np.array(self.main_cycles) if self.main_cycles else np.zeros(1)
-        bc = np.array(self.bf_cycles) if self.bf_cycles else np.zeros(1)
+        def cycles(rows: list[tuple[float, int]], prefix: str) -> dict:
+            a = np.array(rows) if rows else np.zeros((1, 2))
+            return {f"{prefix}_cycles": len(rows), f"{prefix}_mean_cycle_us": int(a[:, 0].mean() * 1e6),
+                    f"{prefix}_max_cycle_us": int(a[:, 0].max() * 1e6),
+                    f"{prefix}_mean_depth": round(float(a[:, 1].mean()), 2)}
         lu = np.array(self.leaves_used) if self.leaves_used else np.zeros(1)
-        return {**super().control_plane(), "rpc_counts": dict(self.rpcs),
-                "main_cycles": len(self.main_cycles), "main_cycle_ms_mean_modeled": round(float(mc.mean()), 4),
-                "bf_cycles": len(self.bf_cycles), "bf_cycle_ms_mean_modeled": round(float(bc.mean()), 4),
-                "jobs_started_by": dict(self.started_by),
-                "leaves_per_job_mean": round(float(lu.mean()), 4)}
+        rpc = {k: {"count": len(v), "ave_time": int(np.mean(v) * 1e6) if v else 0,
+                   "total_time": int(np.sum(v) * 1e6)} for k, v in self.rpcs.items()}
+        return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main"),
+                **cycles(self.bf_cycles, "bf"), "bf_backfilled_jobs": self.started_by["backfill"],
+                "jobs_started_by": dict(self.started_by), "leaves_per_job_mean": round(float(lu.mean()), 4)}
