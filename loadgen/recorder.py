@@ -22,6 +22,7 @@ class Recorder:
         self.members = np.array([j.members for j in jobs], dtype=np.int64)
         self.sent = np.full(n, np.nan)         # when the client actually submitted (wall runs)
         self.accepted = np.zeros(n, dtype=bool)
+        self.accepted_t = np.full(n, np.nan)   # when the target accepted the submission
         self.admit = np.full(n, np.nan)
         self.backend_admit = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
@@ -88,6 +89,8 @@ class Recorder:
             self._integrate(e.t)
             k = e.kind
             if k is Kind.SUBMITTED:
+                if not self.accepted[i]:
+                    self.accepted_t[i] = e.t
                 self.accepted[i] = True
             elif k is Kind.BOUND:
                 self._set_bound(i, e.members, bool(self.admitted_now[i]))

@@ -23,33 +23,26 @@ from typing import Any, Iterable
 from fakes.slurm.hostlist import compress
 from loadgen.model.fleet import Fleet
 
-# Scenario keys (schedulers.slurm) with the defaults the simulated slurm uses too.
-SCHED_DEFAULTS: dict[str, Any] = {
-    "sched_interval_s": 60,
-    "sched_min_interval_s": 2,
-    "bf_interval_s": 30,
-    "bf_window_min": 1440,
-    "bf_resolution_s": 60,
-    "bf_max_job_test": 500,
-    "default_queue_depth": 100,
-    "priority_weight_age": 1000,
-    "priority_weight_fairshare": 10000,
-    "priority_weight_jobsize": 1000,
-    "priority_max_age_h": 168,
-    "priority_decay_half_life_h": 168,
-    "switches_max_wait_s": 300,
-}
-# scenario key -> SchedulerParameters option
+# Scenario keys (schedulers.slurm) that become slurm.conf settings. Only keys the scenario carries
+# are written; their schema defaults are Slurm's own (loadgen/schema.py says where each comes from).
+# scenario key -> SchedulerParameters option (whole units)
 _SCHED_PARAM = {
     "sched_interval_s": "sched_interval",
+    "batch_sched_delay_s": "batch_sched_delay",
+    "max_sched_time_s": "max_sched_time",
     "bf_interval_s": "bf_interval",
     "bf_window_min": "bf_window",
     "bf_resolution_s": "bf_resolution",
     "bf_max_job_test": "bf_max_job_test",
+    "bf_max_job_start": "bf_max_job_start",
     "default_queue_depth": "default_queue_depth",
     "switches_max_wait_s": "max_switch_wait",
 }
-_SCHED_SCALE = {"sched_min_interval_s": ("sched_min_interval", 1e6)}   # Slurm wants microseconds
+# ... options Slurm takes in microseconds
+_SCHED_SCALE = {"sched_min_interval_s": ("sched_min_interval", 1e6),
+                "bf_yield_interval_s": ("bf_yield_interval", 1e6),
+                "bf_yield_sleep_s": ("bf_yield_sleep", 1e6)}
+_PRIO_TIME = {"priority_decay_half_life_h": "PriorityDecayHalfLife", "priority_max_age_h": "PriorityMaxAge"}
 _PRIO_PARAM = {
     "priority_weight_age": "PriorityWeightAge",
     "priority_weight_fairshare": "PriorityWeightFairshare",
@@ -196,24 +189,17 @@ class SlurmConf:
         ]
 
 
-def sched_config(config: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(SCHED_DEFAULTS)
-    cfg.update({k: v for k, v in (config or {}).items() if k in SCHED_DEFAULTS and v is not None})
-    return cfg
-
-
 def scheduler_lines(config: dict[str, Any] | None) -> list[str]:
-    """slurm.conf lines set from the scenario's schedulers.slurm keys (shared with the sim)."""
-    cfg = sched_config(config)
-    params = [f"{opt}={int(cfg[key])}" for key, opt in _SCHED_PARAM.items()]
-    params += [f"{opt}={int(round(float(cfg[key]) * mul))}" for key, (opt, mul) in _SCHED_SCALE.items()]
-    # Real-backend-only tuning the simulator has no knob for (e.g. defer, bf_yield_interval=...).
-    params += [str(x) for x in ((config or {}).get("scheduler_extra") or [])]
+    """slurm.conf lines set from the scenario's schedulers.slurm keys (the same keys the sim reads)."""
+    cfg = {k: v for k, v in (config or {}).items() if v is not None}
+    params = [f"{opt}={int(cfg[key])}" for key, opt in _SCHED_PARAM.items() if key in cfg]
+    params += [f"{opt}={int(round(float(cfg[key]) * mul))}" for key, (opt, mul) in _SCHED_SCALE.items() if key in cfg]
+    # Real-backend-only tuning the simulator has no knob for (e.g. defer).
+    params += [str(x) for x in (cfg.get("scheduler_extra") or [])]
     lines = ["SchedulerType=sched/backfill", f"SchedulerParameters={','.join(params)}",
-             "PriorityType=priority/multifactor",
-             f"PriorityDecayHalfLife={int(round(float(cfg['priority_decay_half_life_h']) * 60))}",
-             f"PriorityMaxAge={int(round(float(cfg['priority_max_age_h']) * 60))}"]
-    lines += [f"{opt}={int(cfg[key])}" for key, opt in _PRIO_PARAM.items()]
+             "PriorityType=priority/multifactor"]
+    lines += [f"{opt}={int(round(float(cfg[key]) * 60))}" for key, opt in _PRIO_TIME.items() if key in cfg]
+    lines += [f"{opt}={int(cfg[key])}" for key, opt in _PRIO_PARAM.items() if key in cfg]
     return lines
 
 

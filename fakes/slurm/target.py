@@ -86,6 +86,9 @@ class RealSlurm(RealTarget):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
+        if self.cfg.get("accounting_storage", "none") != "none":
+            raise RuntimeError("slurm/real: accounting_storage 'slurmdbd' is simulated only: this backend "
+                               "runs no SlurmDBD (set schedulers.slurm.accounting_storage: none)")
         self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sbatch")
         self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
@@ -113,15 +116,11 @@ class RealSlurm(RealTarget):
         elif job.cpus_per_member:
             opts.append(f"--cpus-per-task={job.cpus_per_member}")
         switches = int(self.cfg.get("switches", 0) or 0)
-        if switches > 0 and self.large_gang(job):
+        if switches > 0 and job.members >= int(self.cfg.get("switches_min_members", 8)):
             wait = int(round(float(self.cfg.get("switches_max_wait_s", 300)) / float(self.ctx.time_scale or 1.0)))
             opts.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
         return self.client.batch_argv(f"gs-{job.id}", job.duration_s, *opts)
 
-    @staticmethod
-    def large_gang(job: Job) -> bool:
-        """Gangs that ask for --switches: the scenario's large class, as in the simulated slurm."""
-        return job.cls == "large" and job.members > 1
 
     def submit(self, job: Job, now: float) -> list[Event]:
         self.clock.sync(now)
