@@ -245,3 +245,26 @@ Remote Procedure Call statistics by user
     d = parse_sdiag(text)
     assert d["jobs_submitted"] == 12 and d["main_mean_cycle_us"] == 99 and d["bf_mean_cycle_us"] == 300
     assert d["rpc"]["REQUEST_SUBMIT_BATCH_JOB"] == {"count": 12, "ave_time": 900, "total_time": 10800}
+
+
+@pytest.mark.real
+def test_a_deep_run_directory_still_launches_jobs(tmp_path):
+    # slurmstepd's socket lives in the spool dir; under a deep run dir (results/calibration/...) its
+    # path once passed the 108-byte Unix socket limit and every batch step failed and requeued.
+    deep = tmp_path / ("results-" + "d" * 60) / ("calibration-" + "e" * 60)
+    ctx = TargetContext(fleet=Fleet(nodes=2), config=dict(FAST), control_plane={}, seed=1, run_dir=deep)
+    target = RealSlurm(ctx, workers=1, poll_s=0.2)
+    try:
+        target.start()
+        start = time.monotonic()
+        target.submit(Job(id=1, tenant="a", queue="q", cls="small", members=2, gpus_per_member=8, duration_s=1.0,
+                          submit_s=0.0, min_available=2, cpus_per_member=4), 0.0)
+        kinds = []
+        while time.monotonic() - start < 60 and Kind.FINISHED not in kinds:
+            kinds += [e.kind for e in target.advance(time.monotonic() - start)]
+            time.sleep(0.2)
+        assert Kind.ADMITTED in kinds and Kind.FINISHED in kinds and Kind.REQUEUED not in kinds, kinds
+    finally:
+        target.stop()
+    assert target.cluster.marked_pids() == []
+    assert not target.cluster.spool_dir.exists(), "the short spool directory outlived the run"

@@ -78,6 +78,7 @@ class SlurmConf:
     ctld_port: int
     node_port0: int                    # slurmd of fleet node i listens on node_port0 + i
     config: dict[str, Any]             # the target's config: timeouts, cred_expire_s, scheduler keys
+    spool_dir: Path                    # slurmd spool: step sockets live here, so its path must be short
     hostname: str
     ctld_debug: str
     slurmd_debug: str
@@ -168,7 +169,7 @@ class SlurmConf:
             f"SlurmctldLogFile={r}/log/slurmctld.log",
             f"SlurmdPidFile={r}/run/slurmd-%n.pid",
             f"SlurmdLogFile={r}/log/slurmd-%n.log",
-            f"SlurmdSpoolDir={r}/spool/%n",
+            f"SlurmdSpoolDir={self.spool_dir}/%n",
             f"SlurmctldDebug={self.ctld_debug}",
             f"SlurmdDebug={self.slurmd_debug}",
             "ProctrackType=proctrack/pgid",

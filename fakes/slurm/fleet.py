@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -73,6 +74,9 @@ class SlurmFleet:
         self.ctld: subprocess.Popen | None = None
         self.slurmd: dict[str, subprocess.Popen] = {}
         self.node_conf: dict[str, Path] = {}
+        # slurmstepd listens on <spool>/<node>/<node>_<job>.<step>: a Unix socket path, at most 107
+        # bytes, so the spool lives in a short directory of its own (run_dir/spool links to it).
+        self.spool_dir: Path | None = None
         self._stopped = True
         self.boot_s: float | None = None
 
@@ -126,8 +130,12 @@ class SlurmFleet:
     def _prepare(self) -> None:
         """Run directories, the daemons under their plain names, ports and the configuration."""
         r = self.run_dir
-        for d in ("state", "run", "log", "spool", "bin", "jobs"):
+        for d in ("state", "run", "log", "bin", "jobs"):
             (r / d).mkdir(parents=True, exist_ok=True)
+        self.spool_dir = Path(tempfile.mkdtemp(prefix="gsslurm-", dir="/tmp"))
+        if (r / "spool").is_symlink() or (r / "spool").exists():
+            (r / "spool").unlink()
+        (r / "spool").symlink_to(self.spool_dir)
         for name in DAEMONS:
             link = r / "bin" / name
             if link.is_symlink() or link.exists():
@@ -138,8 +146,8 @@ class SlurmFleet:
         if node_port0 <= ctld_port < node_port0 + nodes:
             ctld_port = free_port_block(1, hi=node_port0) if node_port0 > 12001 else \
                 free_port_block(1, lo=node_port0 + nodes)
-        self.node_conf = SlurmConf(self.fleet, r, ctld_port, node_port0, self.config, socket.gethostname(),
-                                   self.ctld_debug, self.slurmd_debug).write()
+        self.node_conf = SlurmConf(self.fleet, r, ctld_port, node_port0, self.config, self.spool_dir,
+                                   socket.gethostname(), self.ctld_debug, self.slurmd_debug).write()
 
     def _daemon_env(self, node: str = "") -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), MARKER: self.token,
@@ -153,7 +161,7 @@ class SlurmFleet:
         saved, so the other slurmds load it instead of each rediscovering the machine's CPUs."""
         names = self.names
         self.start_slurmd(names[0])
-        xml = self.run_dir / "spool" / names[0] / "hwloc_topo_whole.xml"
+        xml = self.spool_dir / names[0] / "hwloc_topo_whole.xml"
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and not (xml.exists() and xml.stat().st_size > 0):
             time.sleep(0.1)
@@ -162,7 +170,7 @@ class SlurmFleet:
         time.sleep(0.2)
         data = xml.read_bytes()
         for name in names[1:]:
-            d = self.run_dir / "spool" / name
+            d = self.spool_dir / name
             d.mkdir(parents=True, exist_ok=True)
             (d / xml.name).write_bytes(data)
 
@@ -267,6 +275,8 @@ class SlurmFleet:
                 for pid in left:
                     signal_group(pid, signal.SIGKILL)
                 time.sleep(0.2)
+            if self.spool_dir is not None:
+                shutil.rmtree(self.spool_dir, ignore_errors=True)
             self._stopped = True
         atexit.unregister(self.stop)
 
