@@ -42,7 +42,7 @@ def scheduling_tax(rec: Recorder) -> dict:
 
 def cost_per_million_gpu_hours(price: float, alloc_util: float, active_util: float, tax: float) -> float | None:
     """The seed's model: price / (alloc_util x active_util) / (1 - scheduling_tax) x 1e6."""
-    if alloc_util <= 0:
+    if alloc_util <= 0 or tax >= 1.0:       # nothing allocated, or nothing it bought made progress
         return None
     return price / (alloc_util * active_util) / (1.0 - tax) * 1e6
 

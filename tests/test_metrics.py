@@ -24,6 +24,7 @@ def test_cost_model_matches_the_seed_formula():
     # $2.50 per GPU-hour, 80% allocated, 70% active, 5% scheduling tax
     assert cost_per_million_gpu_hours(2.5, 0.8, 0.7, 0.05) == pytest.approx(2.5 / 0.56 / 0.95 * 1e6)
     assert cost_per_million_gpu_hours(2.5, 0.0, 0.7, 0.05) is None
+    assert cost_per_million_gpu_hours(2.5, 0.8, 0.7, 1.0) is None      # every GPU-hour wasted
 
 
 def _recorder(events, members=2, gpm=8):
