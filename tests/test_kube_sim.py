@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from fakes.kube.sim import num_feasible_nodes_to_find
+from fakes.kube.sim import PodState, Scorer, num_feasible_nodes_to_find
+from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction
 from simkit import job, sim
@@ -28,6 +29,43 @@ def test_least_allocated_spreads_and_most_allocated_packs():
     assert sorted(int(x) for x in t.state.free_gpus) == [7] * 8
     t, _, _ = sim("kube", jobs, nodes=8, end=100, overrides={"schedulers.kube.scoring": "most_allocated"})
     assert sorted(int(x) for x in t.state.free_gpus) == [0] + [8] * 7
+
+
+def test_scores_follow_kube_schedulers_integer_arithmetic():
+    # A 1-GPU, 12-CPU, 1 GiB pod on an empty node and on one with 4 GPUs, 48 CPUs and 4 GiB used.
+    # LeastAllocated (cpu 1, memory 1, GPU 3): (84*100//96 + 1023*100//1024 + 3 * 7*100//8) // 5
+    # = (87 + 99 + 261) // 5 = 89, and (37 + 99 + 3*37) // 5 = 49. BalancedAllocation over cpu and
+    # memory: int((1 - |12/96 - 1/1024| / 2) * 100) = 93 and int((1 - |60/96 - 5/1024| / 2) * 100) = 68.
+    state = PodState(Fleet(nodes=2))
+    nodes = (np.array([8, 4]), np.array([96, 48]), np.array([1024, 1020]))
+    assert list(Scorer("least_allocated", 3, state, 1, 12)(*nodes)) == [89 + 93, 49 + 68]
+    # balanced_allocation alone over cpu, memory and GPUs: 1 - population std of the fractions
+    assert list(Scorer("balanced_allocation", 3, state, 1, 12)(*nodes)) == [94, 70]
+
+
+def test_balanced_allocation_spreads_because_memory_stays_almost_unrequested():
+    # CPUs follow GPUs, so without memory every node would score the same; with it the std of
+    # (cpu, memory, gpu) grows with the node's use and the emptiest node wins.
+    jobs = [job(i, 1, gpus=1, t=i * 0.1, dur=10_000) for i in range(8)]
+    t, _, _ = sim("kube", jobs, nodes=8, end=100, overrides={"schedulers.kube.scoring": "balanced_allocation"})
+    assert sorted(int(x) for x in t.state.free_gpus) == [7] * 8
+
+
+def test_a_node_whose_memory_is_requested_takes_no_more_pods():
+    # Every pod asks for 1 GiB, as the real adapter's do: a 1 GiB node holds one pod whatever its GPUs.
+    jobs = [job(0, 1, gpus=1, dur=100), job(1, 1, gpus=1, t=1, dur=100)]
+    _, rec, _ = sim("kube", jobs, nodes=1, end=1000, overrides={"fleet.memory_gib_per_node": 1})
+    assert rec.admit[1] >= rec.finish[0]
+    _, rec, _ = sim("kube", jobs, nodes=1, end=1000, overrides={"fleet.memory_gib_per_node": 2})
+    assert rec.admit[1] < 2
+
+
+def test_a_pod_is_scheduled_only_once_its_create_returned():
+    over = {"schedulers.kube.observe_ms": 0, "schedulers.kube.cycle_base_ms": 0, "schedulers.kube.cycle_per_node_us": 0,
+            "control_plane.create_ms": 250, "control_plane.write_ms": 10}
+    _, rec, events = sim("kube", [job(0, 2, gpus=1, t=1.0)], nodes=2, end=100, overrides=over)
+    assert [e.t for e in events if e.kind is Kind.SUBMITTED] == [pytest.approx(1.25)]
+    assert rec.admit[0] == pytest.approx(1.26)               # create returns, then the binds land
 
 
 def test_bind_rate_limit_spaces_binds_at_qps():

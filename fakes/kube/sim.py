@@ -5,10 +5,16 @@ Mechanisms modeled (the ones that matter at 10k nodes):
 - Filter walks nodes from a rotating start index and stops after numFeasibleNodesToFind
   (percentageOfNodesToScore: adaptive 50 - nodes/125, floor 5%, at least 100 nodes); only
   those are scored. An infeasible pod costs a walk over every node.
-- NodeResourcesFit scoring: LeastAllocated / MostAllocated / BalancedAllocation over cpu and
-  nvidia.com/gpu (weight gpu_weight); ties broken at random, as selectHost does.
+- Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB, what
+  the real adapter (fakes/kube/target.py) sends.
+- Score, in kube-scheduler's integer arithmetic: NodeResourcesFit LeastAllocated or
+  MostAllocated over cpu (weight 1), memory (1) and nvidia.com/gpu (gpu_weight), plus the default
+  profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
+  BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). Ties are
+  broken at random, as selectHost does.
+- A pod reaches the scheduling queue only once its create returned (control_plane.create_ms).
 - The binding cycle is asynchronous but goes through the client rate limiter (api_qps/burst),
-  as do status patches for unschedulable pods.
+  as do status patches for unschedulable pods; a bind lands write_ms after it goes out.
 - Unschedulable pods wait until a release could fit them (queueing hints), with per-pod
   exponential backoff. Without gang semantics a gang's pods bind independently, so partial
   gangs hold GPUs while they wait for the rest.
@@ -25,10 +31,14 @@ import numpy as np
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
+from fakes.sim.state import ClusterState
+from loadgen.model.fleet import Fleet
 from loadgen.model.target import TargetContext
 
 MIN_FEASIBLE_NODES = 100
 MIN_PERCENT = 5
+MAX_NODE_SCORE = 100
+POD_MEMORY_GIB = 1          # memory request of every gang pod the real adapter creates
 
 
 def num_feasible_nodes_to_find(nodes: int, percentage: int | None) -> int:
@@ -39,12 +49,72 @@ def num_feasible_nodes_to_find(nodes: int, percentage: int | None) -> int:
     return min(nodes, max(nodes * pct // 100, MIN_FEASIBLE_NODES))
 
 
+class PodState(ClusterState):
+    """ClusterState plus the memory requested on each node (GiB). Prefill pods ask for none, as
+    the real adapter's pinned pods do."""
+
+    def __init__(self, fleet: Fleet):
+        super().__init__(fleet)
+        self.mem = fleet.memory_gib_per_node
+        self.free_mem = np.full(fleet.nodes, self.mem, dtype=np.int32)
+
+    def take(self, owner: int, node: int, gpus: int, cpus: int) -> None:
+        super().take(owner, node, gpus, cpus)
+        if owner >= 0:
+            self.free_mem[node] -= POD_MEMORY_GIB
+
+    def give_back(self, owner: int, node: int | None = None) -> list[tuple[int, int, int]]:
+        gone = super().give_back(owner, node)
+        if owner >= 0:
+            for n, _, _ in gone:
+                self.free_mem[n] += POD_MEMORY_GIB
+        return gone
+
+
+def _least_requested(requested: np.ndarray, capacity: int) -> np.ndarray:
+    return np.where(requested > capacity, 0, (capacity - requested) * MAX_NODE_SCORE // capacity)
+
+
+def _most_requested(requested: np.ndarray, capacity: int) -> np.ndarray:
+    return np.minimum(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+class Scorer:
+    """kube-scheduler's node score for one pod shape, in its integer arithmetic
+    (noderesources/least_allocated.go, most_allocated.go, balanced_allocation.go). Each resource's
+    score and requested fraction is tabulated by the node's free amount of that resource."""
+
+    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int):
+        def requested(capacity: int, request: int) -> np.ndarray:
+            return capacity - np.arange(capacity + 1, dtype=np.int64) + request
+
+        req = {"cpu": (requested(state.cpn, cpus), state.cpn), "mem": (requested(state.mem, POD_MEMORY_GIB), state.mem),
+               "gpu": (requested(state.gpn, gpus), state.gpn)}
+        self.fraction = {r: np.minimum(rq / cap, 1.0) for r, (rq, cap) in req.items()}
+        self.mode, self.weight_sum = mode, 2 + gpu_weight
+        if mode != "balanced_allocation":
+            fit = _least_requested if mode == "least_allocated" else _most_requested
+            self.fit = {r: fit(rq, cap) * (gpu_weight if r == "gpu" else 1) for r, (rq, cap) in req.items()}
+
+    def __call__(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+        fc, fm = self.fraction["cpu"][free_cpus], self.fraction["mem"][free_mem]
+        if self.mode == "balanced_allocation":
+            # NodeResourcesBalancedAllocation alone over cpu, memory and GPUs: 1 - std, x 100, truncated
+            fg = self.fraction["gpu"][free_gpus]
+            mean = (fc + fm + fg) / 3
+            std = np.sqrt(((fc - mean) ** 2 + (fm - mean) ** 2 + (fg - mean) ** 2) / 3)
+            return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        fit = (self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem] + self.fit["gpu"][free_gpus]) // self.weight_sum
+        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)   # + BalancedAllocation(cpu, memory)
+
+
 class SimKube(KubeFamily):
     name = "kube"
     restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
+        self.state = PodState(ctx.fleet)
         c = self.cfg
         self.to_find = num_feasible_nodes_to_find(self.fleet.nodes, c["percentage_of_nodes_to_score"])
         self.start_index = 0
@@ -55,6 +125,7 @@ class SimKube(KubeFamily):
         self.tick_pending = False
         self.coscheduling = bool(c["coscheduling"])
         self.cycle_ms = []
+        self.scorers: dict[tuple[int, int], Scorer] = {}
         self._seqn = 0
 
     # --- queueing -----------------------------------------------------------------------
@@ -90,7 +161,7 @@ class SimKube(KubeFamily):
             js.extra["patched"] = True
             for _ in range(self._pending_pods(js)):
                 self.limiter.acquire(t)
-                self._api_write(t, 500)
+                self._api_write(t, self.pod_bytes)
         self.unschedulable.setdefault(js.job.gpus_per_member, {})[js.job.id] = js
 
     def _on_release(self, t: float) -> None:
@@ -137,28 +208,24 @@ class SimKube(KubeFamily):
         self._kick(clock)
 
     def _candidates(self, g: int, c: int) -> tuple[np.ndarray, int]:
-        """First to_find feasible nodes from the rotating start index, and nodes examined.
-
-        Walks the nodes in chunks from the start index, as the scheduler does, so a fleet with
-        plenty of room costs O(to_find) rather than O(nodes).
-        """
+        """First to_find feasible nodes from the rotating start index, and nodes examined."""
         n = self.fleet.nodes
         s = self.state
-        chunk = max(2 * self.to_find, 1024)
+        idx = np.flatnonzero(s.free_gpus >= g)
+        if len(idx) == 0:
+            return idx, n
+        pos = int(np.searchsorted(idx, self.start_index))
+        if pos:
+            idx = np.concatenate((idx[pos:], idx[:pos]))
         found: list[np.ndarray] = []
-        have = 0
-        pos = self.start_index
-        walked = 0
-        while walked < n and have < self.to_find:
-            size = min(chunk, n - walked)
-            lo = pos
-            hi = min(lo + size, n)
-            idx = lo + np.flatnonzero((s.free_gpus[lo:hi] >= g) & (s.free_cpus[lo:hi] >= c) & s.up[lo:hi])
-            found.append(idx)
-            have += len(idx)
-            walked += hi - lo
-            pos = hi % n
-        order = np.concatenate(found)[: self.to_find] if found else np.zeros(0, dtype=np.int64)
+        have = i = 0
+        while have < self.to_find and i < len(idx):      # the other resources, a window at a time
+            w = idx[i:i + self.to_find - have]
+            i += len(w)
+            w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
+            found.append(w)
+            have += len(w)
+        order = found[0] if len(found) == 1 else np.concatenate(found)
         if len(order) == 0:
             return order, n
         examined = n if len(order) < self.to_find else (int(order[-1]) - self.start_index) % n + 1
@@ -167,19 +234,10 @@ class SimKube(KubeFamily):
 
     def _score(self, nodes: np.ndarray, g: int, c: int) -> int:
         s = self.state
-        gw, cw = self.cfg["gpu_weight"], 1
-        mode = self.cfg["scoring"]
-        if mode == "balanced_allocation":
-            gpu_used = (s.gpn - (s.free_gpus[nodes] - g)) / s.gpn
-            cpu_used = (s.cpn - (s.free_cpus[nodes] - c)) / s.cpn
-            score = -np.abs(gpu_used - cpu_used)
-        else:
-            # LeastAllocated = weighted mean of free fractions after placing the pod; that is an
-            # increasing linear function of gw*cpn*free_gpus + cw*gpn*free_cpus, so compare that
-            # in integers. MostAllocated is its mirror image.
-            score = (gw * s.cpn) * s.free_gpus[nodes].astype(np.int64) + (cw * s.gpn) * s.free_cpus[nodes]
-            if mode == "most_allocated":
-                score = -score
+        scorer = self.scorers.get((g, c))
+        if scorer is None:
+            scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c)
+        score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
         best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
 
@@ -208,7 +266,7 @@ class SimKube(KubeFamily):
                 self._permit(js, clock)
             else:
                 js.extra["assumed"] += 1
-                self._at(self.limiter.acquire(clock) + self.cpcfg["write_ms"] / 1000.0, self._bound, js)
+                self._at(self.limiter.acquire(clock) + self.write_s, self._bound, js)
         return clock
 
     def _bound(self, t: float, js: JobState) -> None:
@@ -234,7 +292,7 @@ class SimKube(KubeFamily):
             js.extra["assumed"] += n
             js.extra.pop("permit_since", None)
             for _ in range(n):
-                self._at(self.limiter.acquire(t) + self.cpcfg["write_ms"] / 1000.0, self._bound, js)
+                self._at(self.limiter.acquire(t) + self.write_s, self._bound, js)
             return
         if "permit_since" not in js.extra:
             js.extra["permit_since"] = t

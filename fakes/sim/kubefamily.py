@@ -1,8 +1,10 @@
 """Shared by the two Kubernetes-based simulated schedulers: every object goes through the
 apiserver and etcd (fakes/sim/controlplane.py), so etcd quota pressure stalls them both.
 
-A job's objects are created by the client; if etcd refuses (NOSPACE) or the apiserver
-throttles (429) the client retries every client_retry_s until submit_timeout_s, then gives up.
+A job's objects are created by the client (gangstorm); a create returns create_ms after it is
+sent, and only then does the scheduler side see the object. If etcd refuses (NOSPACE) or the
+apiserver throttles (429) the client retries every client_retry_s until submit_timeout_s, then
+gives up.
 """
 from __future__ import annotations
 
@@ -18,10 +20,16 @@ class KubeFamily(SimTarget):
         self.cp = ControlPlane(ctx.control_plane, ctx.fleet.nodes)
         self.cpcfg = ctx.control_plane
         self.pod_bytes = ctx.control_plane["object_bytes"]["pod"]
+        self.create_s = ctx.control_plane["create_ms"] / 1000.0
+        self.write_s = ctx.control_plane["write_ms"] / 1000.0
 
     def _objects(self, js: JobState) -> list[float]:
         """Bytes of each object the client creates for this job."""
         return [self.pod_bytes] * js.job.members
+
+    def _owned(self, js: JobState) -> list[float]:
+        """Bytes of every object that lives and dies with the job."""
+        return self._objects(js)
 
     def _submit(self, js: JobState, now: float) -> None:
         js.extra["created"] = False
@@ -41,8 +49,7 @@ class KubeFamily(SimTarget):
         js.extra["objects_done"] = done
         if result == "ok":
             js.extra["created"] = True
-            self._emit(t, js.job.id, Kind.SUBMITTED)
-            self._enqueue(js, t)
+            self._at(t + self.create_s, self._created, js)   # the creates return
             return
         self._count(f"create_refused_{result}")
         self._maybe_auto_recover(t)
@@ -51,7 +58,12 @@ class KubeFamily(SimTarget):
             return
         self._at(t + self.cpcfg["client_retry_s"], self._create, js, first_try)
 
-    def _api_write(self, t: float, nbytes: float, live: float = 0.0) -> bool:
+    def _created(self, t: float, js: JobState) -> None:
+        self._emit(t, js.job.id, Kind.SUBMITTED)
+        self._enqueue(js, t)
+
+    def _api_write(self, t: float, nbytes: float, live: float | None = 0.0) -> bool:
+        """An update (or a create with live=None) by one of the scheduler's components."""
         ok = self.cp.write(t, nbytes, live) == "ok"
         if not ok:
             self._maybe_auto_recover(t)
@@ -59,7 +71,7 @@ class KubeFamily(SimTarget):
 
     def _finished(self, js: JobState, t: float) -> None:
         # Completion status update then delete of every object.
-        for nbytes in self._objects(js):
+        for nbytes in self._owned(js):
             self.cp.write(t, nbytes, 0.0)
             self.cp.delete(t, nbytes)
 

@@ -1,20 +1,43 @@
-"""Simulated Volcano scheduler: periodic sessions over a snapshot, gang commit-or-discard.
+"""Simulated Volcano: vc-controller-manager's job controller and vc-scheduler's sessions (v1.14).
 
-Mechanisms modeled:
-- A session every schedule_period_s, measured from the end of the previous one (wait.Until);
-  its cost grows with nodes and pending tasks, so a slow session delays the next.
-- enqueue: a PodGroup moves Pending -> Inqueue only if its queue's allocated + inqueue minimum
-  + this job stays within the queue's capability (proportion).
-- allocate: queues in order of share (allocated / deserved, deserved by weight water-filling);
-  overused queues are skipped; within a queue jobs by priority then creation. gang: a job is
-  committed only if minAvailable tasks fit, otherwise the statement is discarded and the next
-  job is tried (no reservation: large gangs can starve behind small ones).
-- binpack prefers the most allocated feasible node; nodeorder alone prefers the least.
-- Binds go out after the session through the client rate limiter; eviction restarts the whole
-  job (policy PodEvicted -> RestartJob).
-- backfill only places BestEffort pods, which this workload has none of.
+The path of a gang:
+1. The client creates the vcjob; the create returns control_plane.create_ms later.
+2. The job controller creates the PodGroup (phase Pending) and updates the job's status through
+   its own client (controller_qps/controller_burst token bucket; each create returns create_ms
+   after it goes out).
+3. A session's enqueue moves the PodGroup to Inqueue if its queue has room (proportion:
+   allocated + inqueue + the job's minimum - elastic <= min(capability, cluster)); the status is
+   written when the session closes.
+4. Only then does the job controller create the pods (pkg/controllers/job/job_controller_actions.go
+   syncJob creates pods once the PodGroup has left Pending), each through its rate limiter.
+5. A LATER session's allocate places them once minAvailable of them fit (gang: JobValid needs
+   minAvailable pods, JobReady minAvailable allocated; an elastic job's other tasks follow in later
+   sessions) and binds them through the scheduler's client (api_qps/api_burst); a bind lands
+   write_ms after it goes out.
+Sessions run wait.Until(schedule_period_s) from the end of the previous one. A session costs
+session_base_ms + session_per_node_us x nodes + session_per_task_us x pending tasks, then its
+close writes every changed PodGroup status with STATUS_WORKERS workers, write_ms each.
+Actions run in the configured order. allocate: queues by share (proportion: allocated /
+deserved, deserved by weight water-filling over what each queue requests: allocated + pods
+created); an overused queue gets nothing more this session; a task is allocatable while its queue
+stays within deserved. Job order is the plugins' JobOrderFns tier by tier: gang puts jobs that
+are not ready first, priority higher priority first, drf the smaller dominant share of the job
+first (drf orders queues only with hierarchy on), then creation time. binpack prefers the most
+allocated feasible node, nodeorder alone the least.
+preempt and reclaim (off by default) let a starving job evict running tasks, node by node; the
+victims are what the plugins' victim functions agree on, tier by tier as Volcano does (a tier
+decides only if every plugin in it names some victims): gang spares jobs that would fall below
+minAvailable, priority offers lower-priority jobs, drf jobs whose share stays at least the
+preemptor's, proportion (reclaim) jobs of queues above their deserved share. preempt works within
+a queue, reclaim across queues for a queue below its deserved share. The evictions go through
+only if the preemptor would then be pipelined; one evicted task restarts the whole victim job
+(PodEvicted -> RestartJob): the controller deletes its pods, its PodGroup is Pending again at the
+next session's close and the job goes round again.
+backfill only places BestEffort pods, which this workload has none of.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -22,6 +45,10 @@ from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
 from loadgen.model.target import TargetContext
+
+FIRST_TIER = ("priority", "gang", "conformance")   # as the real backend's scheduler_conf tiers them
+STATUS_WORKERS = 16        # volcano pkg/scheduler/framework/job_updater.go jobUpdaterWorker
+SHARE_DELTA = 1e-6         # volcano pkg/scheduler/plugins/drf/drf.go shareDelta
 
 
 def water_fill(capacity: float, weights: dict[str, float], requests: dict[str, float]) -> dict[str, float]:
@@ -43,6 +70,13 @@ def water_fill(capacity: float, weights: dict[str, float], requests: dict[str, f
     return deserved
 
 
+def _share(alloc: float, deserved: float) -> float:
+    """volcano helpers.Share."""
+    if deserved == 0:
+        return 0.0 if alloc == 0 else 1.0
+    return alloc / deserved
+
+
 class SimVolcano(KubeFamily):
     name = "volcano"
     restart_whole_gang = True
@@ -50,199 +84,551 @@ class SimVolcano(KubeFamily):
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
         c = self.cfg
-        self.plugins = set(c["plugins"])
+        self.plugins = list(c["plugins"])
+        self.tiers = [[p for p in self.plugins if p in FIRST_TIER], [p for p in self.plugins if p not in FIRST_TIER]]
+        self.proportion = "proportion" in self.plugins
+        self.gang = "gang" in self.plugins
         self.actions = list(c["actions"])
-        self.limiter = TokenBucket(c["api_qps"], c["api_burst"])
-        self.pending_phase: dict[int, JobState] = {}
-        self.inqueue: dict[int, JobState] = {}
-        self.queue_alloc: dict[str, int] = {}
-        self.session_at: float | None = None
-        self.dirty = True          # something changed since the last allocate (else it would repeat)
-        self.session_ms: list[float] = []
+        self.period = c["schedule_period_s"]
+        self.limiter = TokenBucket(c["api_qps"], c["api_burst"])                  # vc-scheduler's client
+        self.ctrl = TokenBucket(c["controller_qps"], c["controller_burst"])       # vc-controller-manager's
         self.podgroup_bytes = ctx.control_plane["object_bytes"]["podgroup"]
+        self.pending_pg: dict[int, JobState] = {}    # PodGroup Pending, seen by the next session
+        self.inqueue: dict[int, JobState] = {}       # PodGroup Inqueue or Running, tasks left to place
+        self.to_pending: dict[int, JobState] = {}    # restarted: PodGroup Pending at the next close
+        self.q_alloc: dict[str, int] = {}            # per queue, GPUs: allocated
+        self.q_inqueue: dict[str, int] = {}          # ... minimum of Inqueue jobs not yet allocated
+        self.q_elastic: dict[str, int] = {}          # ... allocated beyond jobs' minimum
+        self.q_pending: dict[str, int] = {}          # ... of created pods not yet allocated
+        self.pending_tasks = 0
+        self.blocked: list[tuple] = []               # controller writes etcd refused: redone at recovery
+        self.next_session = 0.0                      # start of the session loop's next session
+        self.session_timer = False
+        self.idle_cost_s = (c["session_base_ms"] + c["session_per_node_us"] * self.fleet.nodes / 1000.0) / 1000.0
+        self.dirty = True          # something changed since the last session's actions ran
+        self.deserved: dict[str, float] = {}
+        self.total = self._total()                   # GPUs of the nodes up, as the session saw them
+        self.session_ms: list[float] = []
 
     def _objects(self, js: JobState) -> list[float]:
-        # vcjob + podgroup, then the controller creates the pods.
+        return [self.podgroup_bytes]                 # the client creates the vcjob only
+
+    def _owned(self, js: JobState) -> list[float]:
         return [self.podgroup_bytes, self.podgroup_bytes] + [self.pod_bytes] * js.job.members
 
-    def _tenant(self, js: JobState) -> str:
+    # --- queues -------------------------------------------------------------------------------
+    def _queue(self, js: JobState) -> str:
         return js.job.tenant
 
-    def _weight(self, tenant: str) -> float:
-        return float(self.cfg["queues"]["weights"].get(tenant, 1.0))
+    def _weight(self, queue: str) -> float:
+        return float(self.cfg["queues"]["weights"].get(queue, 1.0))
 
-    def _capability(self, tenant: str) -> float:
-        cap = self.cfg["queues"]["capability_gpus"].get(tenant)
+    def _capability(self, queue: str) -> float:
+        cap = self.cfg["queues"]["capability_gpus"].get(queue)
         return float("inf") if cap is None else float(cap)
 
-    # --- queueing -----------------------------------------------------------------------
+    def _total(self) -> int:
+        return int(self.state.up.sum()) * self.fleet.gpus_per_node
+
+    def _sync(self, js: JobState) -> None:
+        """Recompute what js contributes to its queue's books from its state."""
+        e, g, m = js.extra, js.job.gpus_per_member, js.job.min_available
+        live = not js.done and e["phase"] in ("inqueue", "running")
+        new = (e["placed"] * g if live else 0,
+               max(0, m - e["placed"]) * g if live else 0,
+               max(0, e["placed"] - m) * g if live else 0,
+               (e["pods"] - e["placed"]) * g if live else 0,
+               e["pods"] - e["placed"] if live else 0)
+        old = e.get("books", (0, 0, 0, 0, 0))
+        if new == old:
+            return
+        q = self._queue(js)
+        for books, i in ((self.q_alloc, 0), (self.q_inqueue, 1), (self.q_elastic, 2), (self.q_pending, 3)):
+            books[q] = books.get(q, 0) + new[i] - old[i]
+        self.pending_tasks += new[4] - old[4]
+        e["books"] = new
+
+    # --- the job controller -------------------------------------------------------------------
     def _enqueue(self, js: JobState, t: float) -> None:
-        self.pending_phase[js.job.id] = js
-        self.dirty = True
-        self._wake(t)
+        """The vcjob exists: the controller creates its PodGroup and updates the job's status."""
+        js.extra.update(gen=0, pods=0, asked=0, placed=0, phase="new", unschedulable=False)
+        self._controller(t, js, self.podgroup_bytes, None, self._podgroup_created)
+        self._controller(t, js, self.podgroup_bytes, 0.0, None)
+
+    def _controller(self, t: float, js: JobState, nbytes: float, live: float | None, then, n: int = 1) -> None:
+        """n writes by the job controller (issued concurrently, as it creates a job's pods): each
+        waits for its rate limiter; a create returns create_ms after it goes out."""
+        if n == 1:
+            self._at(self.ctrl.acquire(t), self._controller_write, js, js.extra["gen"], nbytes, live, then, 1)
+            return
+        times = [self.ctrl.acquire(t) for _ in range(n)]
+        for at in sorted(set(times)):
+            self._at(at, self._controller_write, js, js.extra["gen"], nbytes, live, then, times.count(at))
+
+    def _controller_write(self, t: float, js: JobState, gen: int, nbytes: float, live, then, n: int) -> None:
+        if js.done or gen != js.extra["gen"]:
+            return
+        ok = 0
+        while ok < n and self._api_write(t, nbytes, live):
+            ok += 1
+        self._count("controller_writes", ok)
+        if ok < n:
+            self._count("controller_writes_refused", n - ok)
+            self.blocked.append((js, gen, nbytes, live, then, n - ok))
+        if then is not None and ok:
+            self._at(t + self.create_s, then, js, gen, ok)
+
+    def _podgroup_created(self, t: float, js: JobState, gen: int, n: int) -> None:
+        if js.done or gen != js.extra["gen"]:
+            return
+        js.extra["phase"] = "pending"
+        self.pending_pg[js.job.id] = js
+        self._changed(t)
+
+    def _inqueue_seen(self, t: float, js: JobState, gen: int) -> None:
+        """The controller sees the PodGroup Inqueue: it creates the job's pods."""
+        e = js.extra
+        if js.done or gen != e["gen"]:
+            return
+        self._controller(t, js, self.pod_bytes, None, self._pod_created, js.job.members - e["asked"])
+        e["asked"] = js.job.members
+        self._controller(t, js, self.podgroup_bytes, 0.0, None)      # job status
+
+    def _pod_created(self, t: float, js: JobState, gen: int, n: int) -> None:
+        if js.done or gen != js.extra["gen"]:
+            return
+        js.extra["pods"] += n
+        self._sync(js)
+        self._changed(t)
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
+        """Whole-job restart (base._lose released its nodes): the controller deletes the pods."""
+        e = js.extra
         self.inqueue.pop(js.job.id, None)
-        self.queue_alloc[self._tenant(js)] = self.queue_alloc.get(self._tenant(js), 0)
-        self._enqueue(js, t)
+        self.pending_pg.pop(js.job.id, None)
+        times = [self.ctrl.acquire(t) for _ in range(e["pods"])]
+        for at in sorted(set(times)):
+            self._at(at, self._pods_deleted, times.count(at))
+        e.update(gen=e["gen"] + 1, pods=0, asked=0, placed=0, phase="restarting", unschedulable=False)
+        self._sync(js)
+        self.to_pending[js.job.id] = js
+        self._changed(t)
 
-    def _wake(self, t: float) -> None:
-        if self.session_at is None:
-            period = self.cfg["schedule_period_s"]
-            self.session_at = (int(t / period) + 1) * period
-            self._at(self.session_at, self._session)
-
-    def _on_release(self, t: float) -> None:
-        self.dirty = True
-        if self.pending_phase or self.inqueue:
-            self._wake(t)
+    def _pods_deleted(self, t: float, n: int) -> None:
+        for _ in range(n):
+            self.cp.delete(t, self.pod_bytes)
 
     def _finished(self, js: JobState, t: float) -> None:
         super()._finished(js, t)
-        self.queue_alloc[self._tenant(js)] -= js.job.gpus
+        js.extra["phase"] = "done"
+        self.inqueue.pop(js.job.id, None)
+        self._sync(js)
 
-    def _lose(self, js, nodes, t, reason):
-        if js.extra.get("placed", 0):
-            self.queue_alloc[self._tenant(js)] -= js.job.gpus
-        super()._lose(js, nodes, t, reason)
-        js.extra["placed"] = 0
+    def _recovered(self, t: float) -> None:
+        super()._recovered(t)
+        blocked, self.blocked = self.blocked, []
+        for js, gen, nbytes, live, then, n in blocked:
+            if not js.done and gen == js.extra["gen"]:
+                self._controller(t, js, nbytes, live, then, n)
 
-    # --- a session ----------------------------------------------------------------------
+    # --- the session loop ---------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        return bool(self.pending_pg or self.inqueue or self.to_pending)
+
+    def _changed(self, t: float) -> None:
+        self.dirty = True
+        self._wake(t)
+
+    def _on_release(self, t: float) -> None:
+        self._changed(t)
+
+    def _wake(self, t: float) -> None:
+        """Make sure a session is coming; idle sessions in between are not simulated one by one."""
+        if self.session_timer or not self._has_work():
+            return
+        if self.next_session < t:
+            step = self.period + self.idle_cost_s
+            idle = math.ceil((t - self.next_session) / step)
+            self.next_session += idle * step
+            self._count("sessions_idle", idle)
+        self.session_timer = True
+        self._at(self.next_session, self._session)
+
     def _session(self, t: float) -> None:
         c = self.cfg
-        tasks = sum(js.job.members for js in self.pending_phase.values()) + \
-            sum(js.job.members for js in self.inqueue.values())
         cost = (c["session_base_ms"] + c["session_per_node_us"] * self.fleet.nodes / 1000.0
-                + c["session_per_task_us"] * tasks / 1000.0) / 1000.0
-        self.session_ms.append(cost * 1000)
+                + c["session_per_task_us"] * self.pending_tasks / 1000.0) / 1000.0
         self._count("sessions")
-        if self.cp.alarm:          # the session cannot update PodGroup status; nothing moves
+        updates: list[tuple[JobState, str]] = []
+        if self.cp.alarm:          # no PodGroup status or bind can be written; nothing moves
             self._count("sessions_stalled_nospace")
         elif self.dirty:
             self.dirty = False
-            if "enqueue" in self.actions:
-                self._enqueue_action()
-            else:
-                self.inqueue.update(self.pending_phase)
-                self.pending_phase.clear()
-            if "allocate" in self.actions:
-                self._allocate(t + cost)
-        self.session_at = None
-        if self.pending_phase or self.inqueue:
-            self.session_at = t + cost + c["schedule_period_s"]
-            self._at(self.session_at, self._session)
+            self.total = self._total()
+            self._open()
+            for action in self.actions:
+                updates += getattr(self, f"_action_{action}")(t, t + cost)
+            for jid in sorted(self.to_pending):
+                updates.append((self.to_pending.pop(jid), "pending"))
+        end = t + cost + self._close(t + cost, updates)
+        self.session_ms.append((end - t) * 1000.0)
+        self.next_session = end + self.period
+        self.session_timer = False
+        self._wake(end)
 
-    def _enqueue_action(self) -> None:
-        inq_min: dict[str, int] = {}
-        for js in self.inqueue.values():
-            inq_min[self._tenant(js)] = inq_min.get(self._tenant(js), 0) + js.job.gpus
-        for jid in sorted(self.pending_phase, key=lambda j: (-self.jobs[j].job.priority, self.jobs[j].job.submit_s)):
-            js = self.pending_phase[jid]
-            tenant = self._tenant(js)
-            if "proportion" in self.plugins:
-                used = self.queue_alloc.get(tenant, 0) + inq_min.get(tenant, 0)
-                if used + js.job.gpus > self._capability(tenant):
+    def _close(self, t: float, updates: list[tuple[JobState, str]]) -> float:
+        """CloseSession: the job updater writes changed PodGroup statuses, STATUS_WORKERS at a time."""
+        rounds = math.ceil(len(updates) / STATUS_WORKERS)
+        for r in range(rounds):
+            batch = [(js, js.extra["gen"], what) for js, what in updates[r * STATUS_WORKERS:(r + 1) * STATUS_WORKERS]]
+            for _ in batch:
+                self.limiter.acquire(t)
+            self._at(t + (r + 1) * self.write_s, self._status_written, batch)
+        return rounds * self.write_s
+
+    def _status_written(self, t: float, batch: list) -> None:
+        for js, gen, what in batch:
+            ok = self._api_write(t, self.podgroup_bytes)
+            if js.done or gen != js.extra["gen"]:
+                continue
+            if what == "inqueue":
+                if ok:
+                    self._inqueue_seen(t, js, gen)
+                elif js.extra["phase"] == "inqueue" and not js.extra["pods"]:
+                    self._to_phase(js, "pending", t)     # not persisted: Pending in the next snapshot
+            elif what == "pending":
+                self._to_phase(js, "pending", t)
+
+    def _to_phase(self, js: JobState, phase: str, t: float) -> None:
+        jid = js.job.id
+        js.extra["phase"] = phase
+        self.inqueue.pop(jid, None)
+        self.pending_pg.pop(jid, None)
+        if phase == "pending":
+            self.pending_pg[jid] = js
+        elif phase == "inqueue":
+            self.inqueue[jid] = js
+        self._sync(js)
+        self._changed(t)
+
+    def _open(self) -> None:
+        """OpenSession: proportion's deserved share per queue, from what the queues request."""
+        if not self.proportion:
+            return
+        total = self.total
+        queues = set(self.q_alloc) | set(self.q_pending)
+        requests = {q: min(self.q_alloc.get(q, 0) + self.q_pending.get(q, 0), self._capability(q), total)
+                    for q in queues}
+        self.deserved = water_fill(total, {q: self._weight(q) for q in queues}, requests)
+
+    def _queue_order(self, q: str) -> tuple:
+        if self.proportion:
+            return (_share(self.q_alloc.get(q, 0), self.deserved.get(q, 0.0)), q)
+        return (q,)
+
+    def _overused(self, q: str) -> bool:
+        return self.proportion and self.deserved.get(q, 0.0) <= self.q_alloc.get(q, 0)
+
+    def _job_order(self, js: JobState) -> tuple:
+        key: list = []
+        for p in self.tiers[0] + self.tiers[1]:
+            if p == "gang":
+                key.append(js.extra["placed"] >= js.job.min_available)
+            elif p == "priority":
+                key.append(-js.job.priority)
+            elif p == "drf":
+                key.append(js.extra["placed"] * js.job.gpus_per_member / max(self.total, 1))
+        return (*key, js.job.submit_s, js.job.id)
+
+    # --- actions (each returns the PodGroup status updates it caused) -------------------------
+    def _action_enqueue(self, t: float, bind_from: float) -> list:
+        updates = []
+        total = self.total
+        for jid in sorted(self.pending_pg, key=lambda j: self._job_order(self.pending_pg[j])):
+            js = self.pending_pg[jid]
+            q = self._queue(js)
+            need = js.job.min_available * js.job.gpus_per_member
+            if self.proportion:
+                used = need + self.q_alloc.get(q, 0) + self.q_inqueue.get(q, 0) - self.q_elastic.get(q, 0)
+                if used > min(self._capability(q), total):
                     self._count("enqueue_rejected_capability")
                     continue
-            inq_min[tenant] = inq_min.get(tenant, 0) + js.job.gpus
-            self.inqueue[jid] = self.pending_phase.pop(jid)
+            self._to_phase(js, "inqueue", t)
+            updates.append((js, "inqueue"))
+        return updates
 
-    def _allocate(self, bind_from: float) -> None:
+    def _valid(self, js: JobState) -> bool:
+        """gang's JobValid: at least minAvailable pods exist."""
+        return not self.gang or js.extra["pods"] >= js.job.min_available
+
+    def _action_allocate(self, t: float, bind_from: float) -> list:
+        updates = []
         by_queue: dict[str, list[JobState]] = {}
         for js in self.inqueue.values():
-            by_queue.setdefault(self._tenant(js), []).append(js)
+            if js.extra["pods"] > js.extra["placed"] and self._valid(js):
+                by_queue.setdefault(self._queue(js), []).append(js)
         for jobs in by_queue.values():
-            jobs.sort(key=lambda j: (-j.job.priority, j.job.submit_s, j.job.id))
-        total = self.fleet.total_gpus
-        deserved = {}
-        if "proportion" in self.plugins:
-            requests = {q: self.queue_alloc.get(q, 0) + sum(j.job.gpus for j in by_queue.get(q, []))
-                        for q in set(by_queue) | set(self.queue_alloc)}
-            requests = {q: min(r, self._capability(q)) for q, r in requests.items()}
-            deserved = water_fill(total, {q: self._weight(q) for q in requests}, requests)
-
-        def share(q: str) -> float:
-            alloc = self.queue_alloc.get(q, 0)
-            if "proportion" in self.plugins:
-                return alloc / max(deserved.get(q, 0.0), 1e-9)
-            return alloc / total          # drf: dominant (GPU) share of the tenant
-
-        cursors = {q: 0 for q in by_queue}
-        while cursors:
-            q = min(cursors, key=lambda k: (share(k), k))
-            jobs = by_queue[q]
-            js = jobs[cursors[q]]
-            cursors[q] += 1
-            if cursors[q] >= len(jobs):
-                del cursors[q]
-            if "proportion" in self.plugins and self.queue_alloc.get(q, 0) >= deserved.get(q, 0) > 0 \
-                    and self.queue_alloc.get(q, 0) + js.job.gpus > deserved[q] + 1e-9:
+            jobs.sort(key=self._job_order, reverse=True)     # pop() takes the first
+        while by_queue:
+            q = min(by_queue, key=self._queue_order)
+            if self._overused(q):
                 self._count("allocate_skipped_overused")
-                cursors.pop(q, None)      # an overused queue gets nothing more this session
+                del by_queue[q]
                 continue
-            self._try_job(js, bind_from)
+            js = by_queue[q].pop()
+            if not by_queue[q]:
+                del by_queue[q]
+            was_ready = js.extra["placed"] >= js.job.min_available
+            if self._allocate_job(js, bind_from):
+                if not was_ready:
+                    updates.append((js, "running"))
+            elif not js.extra["unschedulable"]:
+                js.extra["unschedulable"] = True
+                updates.append((js, "unschedulable"))
+        return updates
 
-    def _try_job(self, js: JobState, bind_from: float) -> None:
-        g, c, m = js.job.gpus_per_member, js.job.cpus_per_member, js.job.members
-        placed = js.extra.get("placed", 0)
-        need = m - placed
-        gang = "gang" in self.plugins
-        if gang and not self.state.fits(need, g):
+    def _allocate_job(self, js: JobState, bind_from: float) -> bool:
+        e = js.extra
+        g, c = js.job.gpus_per_member, js.job.cpus_per_member
+        todo = e["pods"] - e["placed"]
+        if self.proportion:      # each task must keep its queue within deserved
+            room = self.deserved.get(self._queue(js), 0.0) - self.q_alloc.get(self._queue(js), 0)
+            todo = min(todo, max(0, int(math.floor(room / g + 1e-9))))
+        short = js.job.min_available - e["placed"] if self.gang else 0      # tasks it needs now
+        if short > 0 and (todo < short or not self.state.fits(short, g)):
             self._count("gang_discarded")
-            return
-        nodes = self._place(g, c, need, allow_partial=not gang)
-        if gang and len(nodes) < need:
+            return False
+        nodes = self._place(g, c, todo) if todo > 0 else []
+        if self.gang and e["placed"] + len(nodes) < js.job.min_available:
             self._count("gang_discarded")
-            return
+            return False
         if not nodes:
-            return
+            return False
         for n in nodes:
             self.state.take(js.job.id, n, g, c)
-        self.queue_alloc[self._tenant(js)] = self.queue_alloc.get(self._tenant(js), 0) + \
-            (js.job.gpus if placed == 0 else 0)
-        js.extra["placed"] = placed + len(nodes)
-        if js.extra["placed"] >= js.job.min_available:
+        e["placed"] += len(nodes)
+        e["phase"] = "running"
+        if e["placed"] >= js.job.members:
             self.inqueue.pop(js.job.id, None)
-        t = bind_from
+        self._sync(js)
+        last = bind_from
         for _ in nodes:
-            t = self.limiter.acquire(bind_from) + self.cpcfg["write_ms"] / 1000.0
-            self._api_write(t, self.pod_bytes)
+            last = self.limiter.acquire(bind_from)
         self._count("binds", len(nodes))
-        self._at(t, self._bound, js, len(nodes), js.run_token)
+        self._at(last + self.write_s, self._bound, js, e["gen"], nodes)
+        return True
 
-    def _bound(self, t: float, js: JobState, n: int, token: int) -> None:
-        if js.done or token != js.run_token:
+    def _bound(self, t: float, js: JobState, gen: int, nodes: list[int]) -> None:
+        if js.done or gen != js.extra["gen"]:
             return
-        self._bind(js, t, n)
+        if all(self._api_write(t, self.pod_bytes) for _ in nodes):
+            self._bind(js, t, len(nodes))
+            return
+        # A refused bind (etcd NOSPACE): the tasks are pending again and their nodes free.
+        self._count("bind_refused")
+        for n in sorted(set(nodes)):
+            self.state.give_back(js.job.id, n)
+        js.extra["placed"] = len(self.state.holdings.get(js.job.id, []))
+        self.inqueue[js.job.id] = js
+        self._sync(js)
+        self._changed(t)
 
-    def _place(self, g: int, c: int, count: int, allow_partial: bool) -> list[int]:
+    def _action_backfill(self, t: float, bind_from: float) -> list:
+        return []          # places BestEffort pods only
+
+    def _place(self, g: int, c: int, count: int) -> list[int]:
+        """Up to `count` nodes for tasks of g GPUs and c CPUs: predicates, then node order (binpack:
+        the fewest free GPUs that fit; nodeorder alone: the most), ties at random."""
         s = self.state
-        feasible = np.flatnonzero(s.feasible(g, c))
-        if len(feasible) == 0:
-            return []
         if g >= s.gpn:
-            pick = self.rng.choice(feasible, size=min(count, len(feasible)), replace=False)
-            return [int(x) for x in pick] if (len(pick) == count or allow_partial) else []
-        chosen = []
-        free = s.free_gpus.copy()
-        cpus = s.free_cpus.copy()
-        for _ in range(count):
-            ok = np.flatnonzero((free >= g) & (cpus >= c) & s.up)
+            ok = np.flatnonzero(s.free_gpus >= g)
+            ok = ok[s.up[ok] & (s.free_cpus[ok] >= c)]
             if len(ok) == 0:
+                return []
+            return [int(x) for x in self.rng.choice(ok, size=min(count, len(ok)), replace=False)]
+        levels = range(g, s.gpn + 1) if "binpack" in self.plugins else range(s.gpn, g - 1, -1)
+        taken: dict[int, int] = {}            # node -> tasks of this job placed on it so far
+        chosen = []
+        for _ in range(count):
+            pick = None
+            for level in levels:
+                moved = [n for n, k in taken.items() if s.free_gpus[n] - k * g == level and s.free_cpus[n] - k * c >= c]
+                if s.count_ge(level) - s.count_ge(level + 1) == 0 and not moved:
+                    continue
+                nodes = np.flatnonzero(s.free_gpus == level)
+                nodes = nodes[s.up[nodes] & (s.free_cpus[nodes] >= c)]
+                if taken:
+                    nodes = nodes[~np.isin(nodes, list(taken))]
+                if moved:
+                    nodes = np.sort(np.concatenate((nodes, np.array(moved, dtype=nodes.dtype))))
+                if len(nodes):
+                    pick = int(nodes[int(self.rng.integers(len(nodes)))])
+                    break
+            if pick is None:
                 break
-            if "binpack" in self.plugins:
-                best = ok[free[ok] == free[ok].min()]
-            else:
-                best = ok[free[ok] == free[ok].max()]
-            n = int(best[int(self.rng.integers(len(best)))])
-            free[n] -= g
-            cpus[n] -= c
-            chosen.append(n)
-        return chosen if (len(chosen) == count or allow_partial) else []
+            taken[pick] = taken.get(pick, 0) + 1
+            chosen.append(pick)
+        return chosen
 
+    # --- preempt and reclaim ------------------------------------------------------------------
+    def _starving(self, js: JobState) -> bool:
+        """JobStarving of the first tier that has an opinion (gang and priority are both tier 1)."""
+        e = js.extra
+        votes = [p for p in self.tiers[0] if p in ("gang", "priority")]
+        if not votes or e["phase"] not in ("inqueue", "running") or not self._valid(js):
+            return False
+        return all(e["placed"] < (js.job.min_available if p == "gang" else e["pods"]) for p in votes)
+
+    def _action_preempt(self, t: float, bind_from: float) -> list:
+        return self._evict_action("preempt", bind_from)
+
+    def _action_reclaim(self, t: float, bind_from: float) -> list:
+        return self._evict_action("reclaim", bind_from)
+
+    def _evict_action(self, kind: str, bind_from: float) -> list:
+        starving: dict[str, list[JobState]] = {}
+        for js in self.inqueue.values():
+            if self._starving(js):
+                starving.setdefault(self._queue(js), []).append(js)
+        book = {"queue": dict(self.q_alloc), "job": {}, "ready": {}, "gone": set()}
+        for q in sorted(starving, key=self._queue_order):
+            if kind == "reclaim" and self._overused(q):
+                continue
+            for js in sorted(starving[q], key=self._job_order):
+                book = self._evict_for(js, kind, book, bind_from)
+        return []
+
+    def _evict_for(self, js: JobState, kind: str, book: dict, bind_from: float) -> dict:
+        """One statement: pipeline js's pending tasks onto nodes that victims free, node by node;
+        commit if js is then pipelined (its evictions go out), else discard."""
+        q, g, e = self._queue(js), js.job.gpus_per_member, js.extra
+        stmt = {"queue": dict(book["queue"]), "job": dict(book["job"]), "ready": dict(book["ready"]),
+                "gone": set(book["gone"])}
+        running = [v for v in self.active.values() if v.job.id not in stmt["gone"]
+                   and (self._queue(v) != q if kind == "reclaim" else self._queue(v) == q and v is not js)]
+        on_node: dict[int, list[tuple[JobState, int]]] = {}
+        for v in running:
+            for n, gpus, _ in self.state.holdings.get(v.job.id, []):
+                on_node.setdefault(n, []).append((v, gpus))
+        future = self.state.free_view().astype(np.int64)
+        victims: dict[int, JobState] = {}
+        pipelined = 0
+        for _ in range(e["pods"] - e["placed"]):
+            if e["placed"] + pipelined >= (js.job.min_available if self.gang else e["pods"]):
+                break
+            if kind == "reclaim" and not self._allocatable(stmt, q, g):
+                break                      # proportion's Preemptive: the queue has no room left
+            for n in sorted(on_node):
+                chosen = self._victims(kind, js, on_node[n], stmt)
+                if not chosen or future[n] + sum(gp for _, gp in chosen) < g:
+                    continue               # ValidateVictims
+                for task in sorted(chosen, key=lambda x: self._job_order(x[0]), reverse=True):
+                    if kind == "preempt" and self._allocatable(stmt, q, g) and future[n] >= g:
+                        break
+                    v, gp = task
+                    future[n] += gp
+                    victims[v.job.id] = v
+                    on_node[n].remove(task)
+                    self._evicted_in(stmt, v, gp)
+                    if kind == "reclaim" and future[n] >= g:
+                        break
+                if future[n] >= g and (kind == "reclaim" or self._allocatable(stmt, q, g)):
+                    future[n] -= g         # pipelined onto n
+                    pipelined += 1
+                    stmt["queue"][q] = stmt["queue"].get(q, 0) + g
+                    stmt["job"][js.job.id] = stmt["job"].get(js.job.id, e["placed"] * g) + g
+                    break
+            else:
+                break
+        if e["placed"] + pipelined < js.job.min_available or not victims:
+            return book                    # not pipelined: discard
+        self._count(f"{kind}_victims", len(victims))
+        for v in victims.values():
+            stmt["gone"].add(v.job.id)
+            self._at(self.limiter.acquire(bind_from) + self.write_s, self._evict, v, v.run_token, kind)
+        return stmt
+
+    def _allocatable(self, stmt: dict, q: str, g: int) -> bool:
+        """proportion's queueAllocatable: the queue stays within its deserved share."""
+        return not self.proportion or stmt["queue"].get(q, 0) + g <= self.deserved.get(q, 0.0) + 1e-9
+
+    def _evicted_in(self, stmt: dict, v: JobState, gpus: int) -> None:
+        """What the plugins' deallocate handlers see when a victim task is evicted in a statement."""
+        q = self._queue(v)
+        stmt["queue"][q] = stmt["queue"].get(q, 0) - gpus
+        stmt["job"][v.job.id] = stmt["job"].get(v.job.id, v.extra["placed"] * v.job.gpus_per_member) - gpus
+        stmt["ready"][v.job.id] = stmt["ready"].get(v.job.id, v.extra["placed"]) - 1
+
+    def _victims(self, kind: str, js: JobState, tasks: list, stmt: dict) -> list:
+        """ssn.Preemptable / ssn.Reclaimable: tier by tier; a plugin naming no victim leaves its
+        tier undecided; within a tier the victims are what every plugin names."""
+        fns = {"gang": self._v_gang, "conformance": lambda js_, ts, st: list(range(len(ts)))}
+        if kind == "preempt":
+            fns.update(priority=self._v_priority, drf=self._v_drf)
+        else:
+            fns.update(proportion=self._v_proportion)
+        for tier in self.tiers:
+            chosen: set[int] | None = None
+            for p in tier:
+                if p not in fns:
+                    continue
+                cands = set(fns[p](js, tasks, stmt))
+                if not cands:
+                    chosen = None
+                    break
+                chosen = cands if chosen is None else (chosen & cands or None)
+            if chosen:
+                return [tasks[i] for i in sorted(chosen)]
+        return []
+
+    def _v_gang(self, js: JobState, tasks: list, stmt: dict) -> list[int]:
+        occupied: dict[int, int] = {}
+        out = []
+        for i, (v, _) in enumerate(tasks):
+            left = occupied.setdefault(v.job.id, stmt["ready"].get(v.job.id, v.extra["placed"]))
+            if left > v.job.min_available:
+                occupied[v.job.id] = left - 1
+                out.append(i)
+        return out
+
+    def _v_priority(self, js: JobState, tasks: list, stmt: dict) -> list[int]:
+        return [i for i, (v, _) in enumerate(tasks) if v.job.priority < js.job.priority]
+
+    def _v_drf(self, js: JobState, tasks: list, stmt: dict) -> list[int]:
+        total = max(self.total, 1)
+        mine = stmt["job"].get(js.job.id, js.extra["placed"] * js.job.gpus_per_member)
+        ls = (mine + js.job.gpus_per_member) / total
+        alloc: dict[int, int] = {}
+        out = []
+        for i, (v, gp) in enumerate(tasks):
+            alloc[v.job.id] = alloc.get(v.job.id, stmt["job"].get(v.job.id, v.extra["placed"] * v.job.gpus_per_member)) - gp
+            rs = alloc[v.job.id] / total
+            if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                out.append(i)
+        return out
+
+    def _v_proportion(self, js: JobState, tasks: list, stmt: dict) -> list[int]:
+        alloc: dict[str, float] = {}
+        out = []
+        for i, (v, gp) in enumerate(tasks):
+            q = self._queue(v)
+            alloc.setdefault(q, stmt["queue"].get(q, 0))
+            if alloc[q] > self.deserved.get(q, 0.0):
+                alloc[q] -= gp
+                out.append(i)
+        return out
+
+    def _evict(self, t: float, v: JobState, token: int, kind: str) -> None:
+        if v.done or token != v.run_token or not v.running:
+            return
+        held = {n for n, _, _ in self.state.holdings.get(v.job.id, [])}
+        self._lose(v, held, t, {"preempt": "preempted", "reclaim": "reclaimed"}[kind])
+        self._on_release(t)
+
+    # --- observation --------------------------------------------------------------------------
     def snapshot(self, now: float):
         snap = super().snapshot(now)
-        snap.control_plane.update(inqueue_jobs=len(self.inqueue), pending_podgroups=len(self.pending_phase))
+        snap.control_plane.update(inqueue_jobs=len(self.inqueue), pending_podgroups=len(self.pending_pg))
         return snap
 
     def control_plane(self) -> dict:
