@@ -239,8 +239,7 @@ SCENARIO = {
         "max_mutating_requests_inflight": Field(int, 200, lo=1, source=K8S_APISERVER),
         "write_ms": Field(NUM, PROFILE, lo=0),            # apiserver + etcd service time per write
         "create_ms": Field(NUM, PROFILE, lo=0),           # a client's create call, end to end
-        "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1),
-                         "event": Field(NUM, PROFILE, lo=1)},
+        "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1)},
         "node_bytes": Field(NUM, PROFILE, lo=0),          # a Node object in etcd
         "lease_bytes": Field(NUM, PROFILE, lo=0),         # a node Lease in etcd
         "lease_renew_s": Field(NUM, PROFILE, lo=0.1),     # every node renews its Lease this often
