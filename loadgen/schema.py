@@ -221,8 +221,10 @@ SCENARIO = {
             "rpc_ms": Field(NUM, PROFILE, lo=0),              # slurmctld work per submit RPC
             "main_cycle_base_ms": Field(NUM, PROFILE, lo=0),  # main scheduling loop: fixed part
             "main_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
+            "main_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
             "bf_cycle_base_ms": Field(NUM, PROFILE, lo=0),    # backfill cycle: fixed part
             "bf_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
+            "bf_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
             "observe_ms": Field(NUM, PROFILE, lo=0),          # start -> the client's squeue poll sees it
             # real backend only (fakes/slurm/conf.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),

@@ -13,11 +13,13 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
   schedule() directly; node changes and requeues only bump job_sched_cnt.
 - schedule() wakes the scheduling agent, which runs one cycle at a time, at least
   sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
-  main_cycle_per_job_us x jobs tested; it walks the queue by priority (default_queue_depth jobs,
+  (main_cycle_per_job_us + main_cycle_per_job_node_ns x nodes) per job tested (select/cons_tres
+  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by priority (default_queue_depth jobs,
   or all of it in a full pass), stops at the first job that cannot start (one partition) and once
   max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
 - Backfill runs bf_interval_s after the previous pass ended, when something changed since then.
-  It costs bf_cycle_base_ms + bf_cycle_per_job_us x jobs tested and walks up to bf_max_job_test
+  It costs bf_cycle_base_ms + (bf_cycle_per_job_us + bf_cycle_per_job_node_ns x nodes) per job
+  tested and walks up to bf_max_job_test
   jobs: a job starts now if it fits on nodes not reserved for a higher job, or it ends (by its time
   limit) before that reservation starts; a whole-node job that cannot start gets a reservation at
   its earliest start within bf_window_min (rounded up to bf_resolution_s). It stops after
@@ -257,7 +259,7 @@ class SimSlurm(SimTarget):
 
     def _main(self, t: float, full: bool):
         c = self.cfg
-        per = c["main_cycle_per_job_us"] / 1e6
+        per = c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
         work = c["main_cycle_base_ms"] / 1e3
         depth = len(self.pending) if full else c["default_queue_depth"]
         launched: list = []
@@ -404,7 +406,7 @@ class SimSlurm(SimTarget):
         c, bp = self.cfg, self.bf
         if bp.stretches and self.last_update > bp.yielded_at:
             return 0.0, self._bf_done   # a job or node changed while the locks were yielded
-        per = c["bf_cycle_per_job_us"] / 1e6
+        per = c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
         res = float(c["bf_resolution_s"])
         window = c["bf_window_min"] * 60.0
         seg = 0.0

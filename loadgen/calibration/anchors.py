@@ -144,7 +144,9 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
 # published figure cannot split a fixed from a per-node cost, so their measured ratio is kept).
 KNOBS: dict[str, dict[str, list[tuple[str, str]]]] = {
     "kube": {"cycle": [("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us")]},
-    "slurm": {"rpc": [("slurm", "rpc_ms")], "start": [("slurm", "main_cycle_per_job_us")]},
+    "slurm": {"rpc": [("slurm", "rpc_ms")],
+              "cycles": [("slurm", k) for k in ("main_cycle_base_ms", "main_cycle_per_job_us", "main_cycle_per_job_node_ns",
+                                                "bf_cycle_base_ms", "bf_cycle_per_job_us", "bf_cycle_per_job_node_ns")]},
     "ray": {"base": [("ray", "gcs_base_ms")], "bundle": [("ray", "gcs_per_bundle_ms")],
             "bundle_sq": [("ray", "gcs_per_bundle_sq_us")]},
     "volcano": {"session": [("volcano", "session_base_ms"), ("volcano", "session_per_node_us"),
