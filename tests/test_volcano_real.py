@@ -191,7 +191,8 @@ def test_scheduler_conf_names_actions_and_tiers():
 
 
 def test_vcjob_is_one_gang_task_with_restart_on_eviction():
-    from fakes.volcano.target import COMPLETE_AFTER, RealVolcano
+    from fakes.kube.pods import COMPLETE_AFTER
+    from fakes.volcano.target import RealVolcano
     ctx = TargetContext(fleet=Fleet(nodes=4), config={"queues": {"weights": {"a": 3},
                                                                   "capability_gpus": {"a": 16}}},
                         control_plane={}, seed=0)
@@ -212,7 +213,7 @@ def test_vcjob_is_one_gang_task_with_restart_on_eviction():
 
 
 def test_session_histogram_from_prometheus_text():
-    from fakes.volcano.controlplane import scheduler_figures
+    from fakes.volcano.metrics import scheduler_figures
     text = "\n".join([
         'volcano_e2e_scheduling_latency_milliseconds_bucket{le="5"} 3',
         'volcano_e2e_scheduling_latency_milliseconds_bucket{le="10"} 4',

@@ -4,8 +4,8 @@
 kube-scheduler (optional) and the kwok controller from binaries built by `make k8s-bins`
 (Go modules, no release downloads). Each of those runs in its own session (kwokctl forks them
 with setsid); this module records their pids and stops every process group on stop(), on
-interpreter exit and on failure. Extra components (Volcano's scheduler/controllers, ...) are
-started with add_component() and stopped the same way.
+interpreter exit and on failure, all through fakes/real/procs.py. Extra components (Volcano's
+scheduler/controllers, ...) are started with add_component() and stopped the same way.
 
     spec = ClusterSpec(name="gs", workdir=run_dir / "kube", scheduler=True)
     with KubeCluster(spec) as cluster:
@@ -16,12 +16,10 @@ started with add_component() and stopped the same way.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+
+from fakes.real import procfs, procs
 
 REPO = Path(__file__).resolve().parents[2]
 KWOK_CONFIG = REPO / "kwok-config"
@@ -57,19 +57,15 @@ def require_binaries(bin_dir: Path | None = None, names: Iterable[str] = BINARIE
     return bin_dir
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class Component:
     """A process started next to the cluster (own session, stopped with the cluster)."""
     name: str
-    argv: list[str]
-    env: dict[str, str] | None = None
-    log: Path | None = None
+    proc: subprocess.Popen
+    log: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
 
 @dataclass
@@ -95,13 +91,13 @@ class KubeCluster:
         self.bin_dir = require_binaries(spec.bin_dir)
         self.workdir = Path(spec.workdir).resolve()
         self.kwok_workdir = self.workdir / "kwok"
-        self.ports = {k: free_port() for k in ("apiserver", "etcd", "etcd_peer", "scheduler",
-                                               "controller_manager", "kwok")}
+        self.ports = {k: procs.free_port() for k in ("apiserver", "etcd", "etcd_peer", "scheduler",
+                                                     "controller_manager", "kwok")}
         self.url = f"https://127.0.0.1:{self.ports['apiserver']}"
         self.etcd_url = f"http://127.0.0.1:{self.ports['etcd']}"
         self.scheduler_metrics_url = f"https://127.0.0.1:{self.ports['scheduler']}/metrics"
         self.kubeconfig: Path | None = None
-        self.extra: dict[str, subprocess.Popen] = {}
+        self.extra: dict[str, Component] = {}
         self.started_s: float | None = None   # seconds kwokctl create took
         self._pids: dict[str, int] = {}
         self.restarts: list[dict] = []
@@ -135,8 +131,7 @@ class KubeCluster:
         for extra in self.spec.extra_configs:
             args += ["--config", str(extra)]
         self._stopped = False
-        atexit.register(self.stop)
-        _exit_on_sigterm()
+        procs.stop_at_exit(self.stop)
         t0 = time.monotonic()
         try:
             out = self.kwokctl(*args, timeout=self.spec.start_timeout_s, check=False)
@@ -217,43 +212,32 @@ class KubeCluster:
         if self._stopped:
             return
         self._stopped = True
-        try:
-            atexit.unregister(self.stop)
-        except Exception:
-            pass
-        for name, proc in list(self.extra.items()):
-            _kill_group(proc.pid)
+        atexit.unregister(self.stop)
+        with procs.signals_held():
+            procs.stop_all([c.proc for c in self.extra.values()])
+            self._read_pids()
+            logs = self.cluster_dir / "logs"
+            if logs.is_dir():      # kwokctl delete removes the cluster dir; keep the logs in the run
+                shutil.copytree(logs, self.workdir / "logs", dirs_exist_ok=True)
             try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+                self.kwokctl("delete", "cluster", timeout=60, check=False)
+            except Exception:
                 pass
-        self._read_pids()
-        logs = self.cluster_dir / "logs"
-        if logs.is_dir():      # kwokctl delete removes the cluster dir; keep the logs in the run
-            shutil.copytree(logs, self.workdir / "logs", dirs_exist_ok=True)
-        try:
-            self.kwokctl("delete", "cluster", timeout=60, check=False)
-        except Exception:
-            pass
-        for pid in self._pids.values():     # whatever kwokctl left behind
-            _kill_group(pid)
+            for pid in self._pids.values():     # whatever kwokctl left behind
+                procs.stop(pid)
 
     # -- hooks ----------------------------------------------------------------------------------
     def add_component(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-                      log: Path | None = None) -> subprocess.Popen:
+                      log: Path | None = None) -> Component:
         """Start one more process against this cluster; stopped (by process group) in stop()."""
         log = log or self.workdir / f"{name}.log"
-        fh = open(log, "ab")
-        proc = subprocess.Popen([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})}, start_new_session=True,
-                                cwd=self.workdir)
-        fh.close()
-        self.extra[name] = proc
-        return proc
+        proc = procs.spawn(argv, log=log, env={**os.environ, **(env or {})}, cwd=self.workdir)
+        self.extra[name] = Component(name, proc, log)
+        return self.extra[name]
 
     def dead(self) -> list[str]:
         """Components that were started and are no longer running."""
-        return [n for n, p in self.pids().items() if not _alive(p)]
+        return [n for n, p in self.pids().items() if not procs.alive(p)]
 
     def revive(self, attempts: int = 3) -> None:
         """Restart components that exited (kwokctl start only forks the dead ones). On a loaded
@@ -281,7 +265,7 @@ class KubeCluster:
 
     def pids(self) -> dict[str, int]:
         self._read_pids()
-        return {**self._pids, **{n: p.pid for n, p in self.extra.items()}}
+        return {**self._pids, **{n: c.proc.pid for n, c in self.extra.items()}}
 
     def api_client(self, qps_threads: int = 16):
         """A kubernetes.client.ApiClient on the admin kubeconfig (client certs)."""
@@ -291,11 +275,6 @@ class KubeCluster:
         cfg.connection_pool_maxsize = max(qps_threads, 4)
         cfg.proxy = None
         return k8s.ApiClient(cfg)
-
-    def admin_cert(self) -> tuple[str, str, str]:
-        """(ca, cert, key) paths for raw HTTPS scrapes of component /metrics."""
-        pki = self.cluster_dir / "pki"
-        return str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key")
 
     def etcdctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run([str(self.bin_dir / "etcdctl"), f"--endpoints={self.etcd_url}", *args],
@@ -326,6 +305,13 @@ class KubeCluster:
         return time.monotonic() - t0
 
 
+def ready_nodes(api) -> int:
+    """How many nodes report Ready (one list from the apiserver's cache, through a CoreV1Api)."""
+    items = json.loads(api.list_node(_preload_content=False, resource_version="0").data)["items"]
+    return sum(1 for n in items for c in n.get("status", {}).get("conditions", [])
+               if c["type"] == "Ready" and c["status"] == "True")
+
+
 def node_body(fleet, i: int) -> dict:
     cap = {"cpu": str(fleet.cpus_per_node), "memory": f"{fleet.memory_gib_per_node}Gi",
            "nvidia.com/gpu": str(fleet.gpus_per_node), "pods": "110"}
@@ -342,16 +328,6 @@ def node_body(fleet, i: int) -> dict:
     }
 
 
-def _exit_on_sigterm() -> None:
-    """SIGTERM (timeout, CI cancel) becomes SystemExit so finally blocks and atexit stop the
-    cluster; only when nobody else installed a handler and we are on the main thread."""
-    try:
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    except ValueError:    # not the main thread
-        pass
-
-
 def get_text(api_client, path: str, timeout: float = 10) -> str:
     """GET a non-resource path (/readyz, /metrics) through an ApiClient (its certs, no proxy)."""
     resp = api_client.rest_client.pool_manager.request(
@@ -361,67 +337,7 @@ def get_text(api_client, path: str, timeout: float = 10) -> str:
     return resp.data.decode()
 
 
-def _kill_group(pid: int, grace_s: float = 5.0) -> None:
-    """SIGTERM the process group of pid (each component leads its own session), then SIGKILL."""
-    try:
-        pgid = os.getpgid(pid)
-    except ProcessLookupError:
-        return
-    targets = [pgid] if pgid == pid else []
-    try:
-        if targets:
-            os.killpg(pgid, signal.SIGTERM)
-        else:
-            os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            break
-        time.sleep(0.1)
-    try:
-        if targets:
-            os.killpg(pgid, signal.SIGKILL)
-        elif _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:   # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
-
-
 def leftover_processes(names: Iterable[str] = COMPONENT_NAMES, under: Path | None = None) -> list[str]:
-    """Running processes whose executable basename is one of names (optionally with a cmdline
-    mentioning `under`): what tests assert is empty after a cluster stopped."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        if not argv or not argv[0] or stat.split(") ", 1)[1][0] == "Z":
-            continue
-        exe = os.path.basename(argv[0].decode(errors="replace"))
-        cmd = b" ".join(argv).decode(errors="replace")
-        if exe in names and (under is None or str(under) in cmd):
-            found.append(f"{d.name} {cmd[:160]}")
-    return found
-
-
-def which_bin(name: str) -> str | None:
-    path = default_bin_dir() / name
-    return str(path) if path.exists() else shutil.which(name)
+    """Cluster processes still running (optionally only those whose command line mentions
+    `under`): what tests assert is empty after a cluster stopped."""
+    return procfs.leftover_processes(names, under)

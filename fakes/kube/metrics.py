@@ -1,16 +1,42 @@
 """Scrape and condense Prometheus text from kube-scheduler, kube-apiserver and etcd.
 
-Only the handful of series the kube backend reports: scheduling SLI latency, pending pods,
-in-flight requests, 429s, stored objects and etcd database size versus quota.
+Only the handful of series the Kubernetes-family backends report: scheduling SLI latency, pending
+pods, in-flight requests, 429s, stored objects and etcd database size versus quota. The parser
+and `fetch` also serve Volcano's scheduler (fakes/volcano/metrics.py).
 """
 from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+import urllib3
 
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def fetch(url: str, condense: Callable[[str], dict], timeout: float = 10) -> dict:
+    """condense(the text at a component's /metrics URL), or {"error": ...}: a scrape never raises."""
+    http = urllib3.PoolManager(cert_reqs="CERT_NONE", retries=False, timeout=timeout)
+    try:
+        with warnings.catch_warnings():   # kube-scheduler's self-signed serving cert on 127.0.0.1
+            warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            return condense(http.request("GET", url).data.decode())
+    except Exception as e:
+        return {"error": type(e).__name__}
+
+
+def quantiles(values) -> dict[str, float]:
+    """n, p50, p99 and max of client-side durations (seconds)."""
+    if len(values) == 0:
+        return {"n": 0}
+    a = np.asarray(values, dtype=float)
+    return {"n": int(a.size), "p50": round(float(np.quantile(a, 0.5)), 3),
+            "p99": round(float(np.quantile(a, 0.99)), 3), "max": round(float(a.max()), 3)}
 
 
 def parse(text: str, wanted: tuple[str, ...]) -> dict[str, list[tuple[dict[str, str], float]]]:

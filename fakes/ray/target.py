@@ -278,7 +278,7 @@ class RealRay(RealTarget):
         used[sorted(self.dead)] = 0        # a killed raylet's reservations are gone with it
         return np.minimum(used, self.ctx.fleet.gpus_per_node)
 
-    def gangs(self) -> Iterable[tuple[Job, int, bool]]:
+    def live_gangs(self) -> Iterable[tuple[Job, int, bool]]:
         return ((job, self.partial.get(gid, 0), gid not in self.pending) for gid, job in self.jobs.items())
 
     def live_control_plane(self) -> dict[str, Any]:

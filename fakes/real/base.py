@@ -10,7 +10,7 @@ A subclass implements:
   submit(job, now)             hand one job to the backend without blocking; events via _emit
   _observe(now)                turn queued observations into events (_emit); called by advance
   used_per_node()              GPUs held per fleet node as the backend reports them
-  gangs()                      (job, members bound, admitted) of every live (not finished) job
+  live_gangs()                 (job, members bound, admitted) of every live (not finished) job
   live_control_plane()         the latest control-plane figures (cheap: a scraper keeps them)
   _chaos_<kind>(action, now)   one method per chaos kind it supports (Target.chaos dispatches)
 and keeps `self.down` (fleet indices of nodes it failed) up to date.
@@ -88,7 +88,7 @@ class RealTarget(Target):
     def used_per_node(self) -> np.ndarray:
         raise NotImplementedError
 
-    def gangs(self) -> Iterable[tuple[Job, int, bool]]:
+    def live_gangs(self) -> Iterable[tuple[Job, int, bool]]:
         """(job, members bound now, admitted in its current attempt) of every live job."""
         raise NotImplementedError
 
@@ -106,7 +106,7 @@ class RealTarget(Target):
         self.clock.sync(now)
         waiting = running = partial = partial_gpus = 0
         smallest: int | None = None
-        for job, bound, admitted in self.gangs():
+        for job, bound, admitted in self.live_gangs():
             if admitted:
                 running += 1
                 continue

@@ -229,7 +229,7 @@ class RealSlurm(RealTarget):
             used[self.index[name]] += gpus
         return used
 
-    def gangs(self) -> Iterable[tuple[Job, int, bool]]:
+    def live_gangs(self) -> Iterable[tuple[Job, int, bool]]:
         return ((tr.job, 0, tr.started) for tr in self.jobs.values() if not tr.done)
 
     def live_control_plane(self) -> dict[str, Any]:

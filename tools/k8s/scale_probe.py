@@ -5,7 +5,7 @@
 Starts the real control plane (fakes/kube/cluster.py), registers N fake 8-GPU nodes with a
 concurrent client, waits until KWOK reports them Ready, samples each component's RSS, then
 creates P single-GPU pods as fast as the client can and reports pods bound per second (from the
-one namespace watch). Everything is stopped at the end, also on Ctrl-C.
+one namespace watch, fakes/kube/pods.py). Everything is stopped at the end, also on Ctrl-C.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,29 +20,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from loadgen.model.fleet import Fleet  # noqa: E402
-from fakes.kube.cluster import ClusterSpec, KubeCluster  # noqa: E402
+from fakes.kube.cluster import ClusterSpec, KubeCluster, ready_nodes  # noqa: E402
+from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec  # noqa: E402
 from fakes.kube.target import scheduler_config  # noqa: E402
+from fakes.real import procfs, procs  # noqa: E402
 
 
 def rss_mib(pid: int) -> float:
-    """RSS of pid and its descendants (MiB)."""
-    total = 0
-    todo = [pid]
-    seen = set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-            for child in Path(f"/proc/{p}/task").glob("*/children"):
-                todo += [int(c) for c in child.read_text().split()]
-        except OSError:
-            pass
-    return round(total / 1024, 1)
+    """RSS of the session pid leads (the component and anything it forked), MiB."""
+    return round(procfs.memory_kib(procs.session_pids(pid))["rss_kib"] / 1024, 1)
 
 
 def main() -> int:
@@ -67,9 +52,7 @@ def main() -> int:
         res["nodes_per_s"] = round(args.nodes / res["nodes_register_s"], 1)
         t0 = time.monotonic()
         while True:
-            items = json.loads(api.list_node(resource_version="0", _preload_content=False).data)["items"]
-            ready = sum(1 for n in items for x in n.get("status", {}).get("conditions", [])
-                        if x["type"] == "Ready" and x["status"] == "True")
+            ready = ready_nodes(api)
             if ready >= args.nodes or time.monotonic() - t0 > 900:
                 break
             time.sleep(2)
@@ -80,47 +63,26 @@ def main() -> int:
 
         api.create_namespace({"metadata": {"name": "probe"}})
         bound_at: dict[str, float] = {}
-        stop = threading.Event()
 
-        def watch():
-            rv = json.loads(api.list_namespaced_pod("probe", _preload_content=False).data)["metadata"]["resourceVersion"]
-            while not stop.is_set() and len(bound_at) < args.pods:
-                try:     # a watch can end (server timeout, hiccup): resume from the last version
-                    resp = api.list_namespaced_pod("probe", watch=True, resource_version=rv, timeout_seconds=60,
-                                                   allow_watch_bookmarks=True, _preload_content=False)
-                    for line in resp:
-                        if not line.strip():
-                            continue
-                        ev = json.loads(line)
-                        o = ev["object"]
-                        if ev["type"] == "ERROR":
-                            res["watch_errors"] = res.get("watch_errors", 0) + 1
-                            break
-                        rv = o["metadata"].get("resourceVersion", rv)
-                        if ev["type"] != "BOOKMARK" and o.get("spec", {}).get("nodeName") \
-                                and o["metadata"]["name"] not in bound_at:
-                            bound_at[o["metadata"]["name"]] = time.monotonic()
-                        if stop.is_set() or len(bound_at) >= args.pods:
-                            return
-                except Exception as e:
-                    res["watch_errors"] = res.get("watch_errors", 0) + 1
-                    res["watch_last_error"] = repr(e)[:200]
-                    time.sleep(0.5)
+        def seen(t: float, typ: str, pod: PodView) -> None:
+            if pod.node and typ != "DELETED":
+                bound_at.setdefault(pod.name, t)
 
-        w = threading.Thread(target=watch, daemon=True)
-        w.start()
+        watch = PodWatch(k8s.CoreV1Api(c.api_client(2)), "probe", seen, time.monotonic)
+        watch.start()
         time.sleep(1)
-        body = lambda i: {"metadata": {"name": f"p{i}"}, "spec": {
-            "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "m", "image": "x", "resources": {
-                "requests": {"nvidia.com/gpu": "1", "cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+        body = lambda i: {"metadata": {"name": f"p{i}"}, "spec": pod_spec({GPU: "1", "cpu": "1"})}  # noqa: E731
         t0 = time.monotonic()
         with ThreadPoolExecutor(args.threads) as pool:
             list(pool.map(lambda i: api.create_namespaced_pod("probe", body(i), _preload_content=False),
                           range(args.pods)))
         res["pods_created_per_s"] = round(args.pods / (time.monotonic() - t0), 1)
-        w.join(timeout=600)
-        stop.set()
+        deadline = time.monotonic() + 600
+        while len(bound_at) < args.pods and watch.error is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        watch.stop()
+        if watch.error is not None:
+            res["watch_error"] = repr(watch.error)[:200]
         if bound_at:
             res["pods_bound"] = len(bound_at)
             res["pods_bound_per_s"] = round(len(bound_at) / (max(bound_at.values()) - t0), 1)

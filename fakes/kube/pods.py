@@ -1,0 +1,134 @@
+"""Pods as the Kubernetes-family adapters write and watch them.
+
+`pod_spec` is the one fake container every gang member and pinned pod runs (KWOK never starts
+it); `PodWatch` is the one watch over a namespace's pods: a list, then a watch from the list's
+resourceVersion, a fresh list after an error; each change reaches `post(t, type, PodView)`.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from loadgen.model.job import Job
+
+GPU = "nvidia.com/gpu"
+L_JOB, L_TENANT = "gangstorm.io/job-id", "gangstorm.io/tenant"
+COMPLETE_AFTER = "gangstorm.io/complete-after"   # read by kwok-config/stages.yaml pod-complete
+
+
+def job_labels(job: Job) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "gangstorm", L_JOB: str(job.id), L_TENANT: job.tenant[:63]}
+
+
+def go_duration(seconds: float) -> str:
+    return f"{max(seconds, 0.001):.3f}s"
+
+
+def pod_spec(requests: dict[str, str], **fields: Any) -> dict[str, Any]:
+    """A pod spec asking for `requests` (the GPUs also as limits), gone at once when deleted."""
+    return {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,      # no token volume: smaller, cheaper pods
+            "containers": [{"name": "main", "image": "gangstorm/fake",
+                            "resources": {"requests": requests, "limits": {GPU: requests[GPU]}}}],
+            **fields}
+
+
+@dataclass(frozen=True)
+class PodView:
+    uid: str
+    name: str
+    job: int | None          # gangstorm.io/job-id; None for pods that belong to no gang
+    node: str
+    phase: str
+    gpus: int
+    deleting: bool
+
+    @property
+    def holds(self) -> bool:
+        """A pod holds its GPUs from binding until it terminates."""
+        return bool(self.node) and self.phase not in ("Succeeded", "Failed")
+
+
+def pod_view(obj: dict[str, Any]) -> PodView:
+    meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
+    gpus = sum(int((c.get("resources", {}).get("requests") or {}).get(GPU, 0) or 0) for c in spec.get("containers", []))
+    job = (meta.get("labels") or {}).get(L_JOB)
+    return PodView(uid=meta.get("uid", ""), name=meta.get("name", ""), job=int(job) if job is not None else None,
+                   node=spec.get("nodeName") or "", phase=status.get("phase", ""), gpus=gpus,
+                   deleting=meta.get("deletionTimestamp") is not None)
+
+
+class PodWatch(threading.Thread):
+    """Watches `namespace` with `core` (a CoreV1Api of its own: the watch holds a connection).
+    After GIVE_UP failures in a row it stops and leaves the last one in `error`."""
+    GIVE_UP = 50
+
+    def __init__(self, core, namespace: str, post: Callable[[float, str, PodView], None],
+                 clock: Callable[[], float]):
+        super().__init__(name=f"pod-watch-{namespace}", daemon=True)
+        self.core, self.ns, self.post, self.clock = core, namespace, post, clock
+        self.known: dict[str, PodView] = {}
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def _relist(self) -> str:
+        """Every pod as MODIFIED, and DELETED for those gone while the watch was down."""
+        body = json.loads(self.core.list_namespaced_pod(self.ns, _preload_content=False,
+                                                        _request_timeout=(10, 120)).data)
+        t, seen = self.clock(), {}
+        for item in body.get("items", []):
+            pv = pod_view(item)
+            seen[pv.uid] = pv
+            self.post(t, "MODIFIED", pv)
+        for uid in self.known.keys() - seen.keys():
+            self.post(t, "DELETED", self.known[uid])
+        self.known = seen
+        return body["metadata"]["resourceVersion"]
+
+    def run(self) -> None:
+        rv, failures = None, 0
+        while not self.stopping.is_set():
+            try:
+                if rv is None:
+                    rv = self._relist()
+                resp = self.core.list_namespaced_pod(
+                    self.ns, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+                    timeout_seconds=60, _preload_content=False, _request_timeout=(10, 90))
+                failures = 0
+                for line in resp:
+                    if self.stopping.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    typ, obj = ev["type"], ev.get("object", {})
+                    if typ == "ERROR":         # 410 Gone and the like: list again
+                        rv = None
+                        break
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if typ == "BOOKMARK":
+                        continue
+                    pv = pod_view(obj)
+                    if typ == "DELETED":
+                        self.known.pop(pv.uid, None)
+                    else:
+                        self.known[pv.uid] = pv
+                    self.post(self.clock(), typ, pv)
+                resp.release_conn()
+            except Exception as e:      # connection reset, apiserver restart: list again
+                if self.stopping.is_set():
+                    return
+                failures += 1
+                if failures >= self.GIVE_UP:
+                    self.error = e
+                    return
+                time.sleep(0.5)
+                rv = None
+
+    def stop(self) -> None:
+        # Closing the response from this thread can block on the reader; the daemon thread ends
+        # when the apiserver goes away (or at the next timeout) and drops what it reads meanwhile.
+        self.stopping.set()
