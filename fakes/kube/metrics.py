@@ -84,12 +84,20 @@ def _buckets(series, **match) -> list[tuple[float, float]]:
     return list(acc.items())
 
 
+def _mean_ms(m, name: str, **match) -> float | None:
+    """Mean of a Prometheus histogram (sum / count) in milliseconds, labels filtered by `match`."""
+    count = total(m.get(name + "_count", []), **match)
+    return round(total(m.get(name + "_sum", []), **match) / count * 1000.0, 4) if count else None
+
+
 def scheduler_figures(text: str) -> dict:
     m = parse(text, ("scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pending_pods",
                      "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds"))
     sli = _buckets(m.get("scheduler_pod_scheduling_sli_duration_seconds_bucket", []))
     attempts = m.get("scheduler_schedule_attempts_total", [])
     return {
+        # one scheduling cycle (filter + score + reserve/permit), the scheduler's own histogram
+        "attempt_ms_mean": _mean_ms(m, "scheduler_scheduling_attempt_duration_seconds", result="scheduled"),
         "sli_count": int(total(m.get("scheduler_pod_scheduling_sli_duration_seconds_count", []))),
         "sli_p50_s": histogram_quantile(0.50, sli),
         "sli_p99_s": histogram_quantile(0.99, sli),
@@ -100,13 +108,21 @@ def scheduler_figures(text: str) -> dict:
     }
 
 
+# (verb, resource, subresource) of the requests whose latency the simulated control plane uses
+REQUESTS = {"create_pod": ("POST", "pods", ""), "bind_pod": ("POST", "pods", "binding"),
+            "update_pod_status": ("PATCH", "pods", "status"), "create_podgroup": ("POST", "podgroups", ""),
+            "update_podgroup_status": ("PUT", "podgroups", "status")}
+
+
 def apiserver_figures(text: str) -> dict:
     m = parse(text, ("apiserver_current_inflight_requests", "apiserver_request_total",
-                     "apiserver_storage_objects", "apiserver_resource_objects",
+                     "apiserver_storage_objects", "apiserver_resource_objects", "apiserver_request_duration_seconds",
                      "apiserver_storage_size_bytes", "apiserver_flowcontrol_rejected_requests_total"))
     reqs = m.get("apiserver_request_total", [])
     objects = m.get("apiserver_resource_objects") or m.get("apiserver_storage_objects", [])
     return {
+        "request_ms_mean": {k: _mean_ms(m, "apiserver_request_duration_seconds", verb=v, resource=r, subresource=sub)
+                            for k, (v, r, sub) in REQUESTS.items()},
         "inflight": {labels.get("request_kind", "?"): v
                      for labels, v in m.get("apiserver_current_inflight_requests", [])},
         "requests_total": int(total(reqs)),

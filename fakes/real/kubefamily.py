@@ -19,7 +19,9 @@ A subclass implements:
 """
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import queue
 import random
 import shutil
@@ -302,6 +304,23 @@ class RealKubeFamily(RealTarget):
         out["etcd"] = kube_metrics.fetch(self.cluster.etcd_url + "/metrics", kube_metrics.etcd_figures)
         return out
 
+    # etcd key prefixes of the objects whose size the simulated control plane uses
+    OBJECTS = {"pod": "/registry/pods/", "node": "/registry/minions/", "lease": "/registry/leases/kube-node-lease/",
+               "podgroup": "/registry/scheduling.volcano.sh/podgroups/"}
+
+    def _object_bytes(self, sample: int = 50) -> dict[str, float | None]:
+        """Mean stored size of each kind of object, read from etcd itself (what its database holds)."""
+        out: dict[str, float | None] = {}
+        for kind, prefix in self.OBJECTS.items():
+            try:
+                r = self.cluster.etcdctl("get", prefix, "--prefix", f"--limit={sample}", "-w", "json", timeout=30)
+                kvs = json.loads(r.stdout).get("kvs") or []
+                sizes = [len(base64.b64decode(kv["value"])) for kv in kvs]
+                out[kind] = round(sum(sizes) / len(sizes), 1) if sizes else None
+            except Exception:       # a figure, never a reason for the run to fail
+                out[kind] = None
+        return out
+
     def _scrape_loop(self) -> None:
         """Keeps the latest figures for snapshots, off the caller's thread."""
         every = float(self.cfg.get("scrape_interval_s", 10))
@@ -316,6 +335,7 @@ class RealKubeFamily(RealTarget):
             out.update(self._final)
         elif self.api is not None:
             out.update(self._scrape())
+            out["etcd_object_bytes"] = self._object_bytes()
         out["restart_to_readmission_s"] = kube_metrics.quantiles(self.readmission_s)
         out["backend"] = "real"
         return out
