@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,14 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fakes.real.procs import free_port  # noqa: F401 (the tests' port picker)
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "loadgen" / "locust" / "locustfile.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocustProc:

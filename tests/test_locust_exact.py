@@ -22,7 +22,7 @@ from loadgen.locust.process import Process
 from loadgen.locust.stats import REPORT, ms, nearest_rank
 from loadgen.metrics import exact_quantile
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 
 @pytest.mark.parametrize("n", [1, 7, 1000, 2000, 12345])

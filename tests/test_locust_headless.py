@@ -6,7 +6,7 @@ import json
 import pytest
 
 from loadgen.metrics import exact_quantile
-from locust_support import LOCUSTFILE, ROOT, jobs_rows, locust_rows, run_locust  # noqa: F401
+from locust_support import LOCUSTFILE, ROOT, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
 
 SCENARIO = """
 name: locust-headless
@@ -78,7 +78,7 @@ def test_two_processes_merge_exact_latencies_at_master(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO)
     out = tmp_path / "out"
-    port = __import__("locust_support").free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli.main", "locust", str(scenario), "--headless",
                              "-t", "20s", "--processes", "2", "--time-scale", "300", "--master-port", str(port),
                              "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
