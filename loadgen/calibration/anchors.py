@@ -140,26 +140,37 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
     return rows
 
 
-# What the reference fit may move, per scheduler: each knob scales its parameters together (one
-# published figure cannot split a fixed from a per-node cost, so their measured ratio is kept).
-KNOBS: dict[str, dict[str, list[tuple[str, str]]]] = {
+# What the reference fit may move, per scheduler. A list of parameters is one knob that scales
+# them together (one published figure cannot split a fixed from a per-node cost, so their measured
+# ratio is kept); a (section, key, lo, hi) tuple is a knob that sets that parameter's value.
+KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]]] = {
     "kube": {"cycle": [("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us")]},
     "slurm": {"rpc": [("slurm", "rpc_ms")],
               "cycles": [("slurm", k) for k in ("main_cycle_base_ms", "main_cycle_per_job_us", "main_cycle_per_job_node_ns",
                                                 "bf_cycle_base_ms", "bf_cycle_per_job_us", "bf_cycle_per_job_node_ns")]},
-    "ray": {"base": [("ray", "gcs_base_ms")], "bundle": [("ray", "gcs_per_bundle_ms")],
-            "bundle_sq": [("ray", "gcs_per_bundle_sq_us")]},
+    "ray": {"per_group": [("ray", "gcs_base_ms"), ("ray", "commit_rtt_ms")],
+            "bundle": ("ray", "gcs_per_bundle_ms", 1e-4, 50.0),
+            "bundle_sq": ("ray", "gcs_per_bundle_sq_us", 1e-2, 1e5)},
     "volcano": {"session": [("volcano", "session_base_ms"), ("volcano", "session_per_node_us"),
                             ("volcano", "session_per_task_us")]},
 }
+
+
+def _knob_params(scheduler: str, knob: str) -> list[tuple[str, str]]:
+    spec = KNOBS[scheduler][knob]
+    return [spec[:2]] if isinstance(spec, tuple) else list(spec)
 
 
 def _scaled(profile: Profile, scheduler: str, factors: dict[tuple[str, str], float]) -> Profile:
     from loadgen.calibration.calibrate import with_values
     values = {}
     for (_, knob), f in factors.items():
-        for section, key in KNOBS[scheduler][knob]:
-            values[(section, key)] = max(profile.params[section][key].value, 1e-6) * f
+        spec = KNOBS[scheduler][knob]
+        if isinstance(spec, tuple):
+            values[spec[:2]] = f
+        else:
+            for section, key in spec:
+                values[(section, key)] = profile.params[section][key].value * f
     return with_values(profile, values)
 
 
@@ -169,7 +180,10 @@ def fit_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dict]
     import math
     from loadgen.calibration.fit import Free, search
     fit = [a for a in ANCHORS if a.scheduler == scheduler and a.role == "fit"]
-    free = [Free("knob", k, 1e-3, 1e3) for k in KNOBS[scheduler]]
+    free = [Free("knob", k, *(spec[2:] if isinstance(spec, tuple) else (1e-3, 1e3)))
+            for k, spec in KNOBS[scheduler].items()]
+    start = {("knob", k): (profile.params[spec[0]][spec[1]].value if isinstance(spec, tuple) else 1.0)
+             for k, spec in KNOBS[scheduler].items()}
 
     def objective(factors):
         prof = _scaled(profile, scheduler, factors)
@@ -179,7 +193,7 @@ def fit_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dict]
             err += 100.0 if not sim or sim != sim else math.log(sim / a.published) ** 2
         return err
 
-    best, loss, evals = search(objective, {(f.section, f.key): 1.0 for f in free}, free, max_evals=80)
+    best, loss, evals = search(objective, start, free, max_evals=200)
     fitted = _scaled(profile, scheduler, best)
     rows = table(fitted, [a for a in ANCHORS if a.scheduler == scheduler])
     return fitted, rows, {"factors": {k: round(v, 4) for (_, k), v in best.items()}, "loss": round(loss, 6),
@@ -200,13 +214,14 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
         fit_rows = [r for r in rows if r["role"] == "fit"]
         held = [r for r in rows if r["role"] == "held_out"]
         fit_text = "; ".join(f"{r['anchor']} {r['published']:g} {r['unit']}" for r in fit_rows)
-        for knob, params in KNOBS[s].items():
-            for section, key in params:
+        for knob, spec in KNOBS[s].items():
+            for section, key in _knob_params(s, knob):
                 old = base.params[section][key]
+                how = (f"set to {info['factors'][knob]:g}" if isinstance(spec, tuple) else
+                       f"{old.provenance} value {old.value:g} ({old.source}) scaled by {info['factors'][knob]:g}")
                 out.params[section][key] = Param(
                     round(fitted.params[section][key].value, 6), old.unit, "fitted",
-                    f"{old.provenance} value {old.value:g} ({old.source}) scaled by {info['factors'][knob]:g} to "
-                    f"match published figures: {fit_text} [{fit_rows[0]['source']}]", command)
+                    f"{how} to match published figures: {fit_text} [{fit_rows[0]['source']}]", command)
         entry = {"anchors": rows, "fit": info}
         if held:
             ratios = [r["ratio"] for r in held if r["ratio"] is not None]
