@@ -19,15 +19,30 @@ class WallSlurm(SimSlurm):
     timebase = "wall"
 
 
+# The whole run is compressed into seconds of wall time; Slurm's own timers (batch_sched_delay,
+# the background tick, backfill) are wall seconds, as on the real backend, so they are shortened.
+FAST = ("schedulers:\n  slurm: {batch_sched_delay_s: 0.05, background_tick_s: 0.05, bf_interval_s: 1, "
+        "sched_interval_s: 1, cred_expire_s: 0.5}\n")
+
+
+def fast(path, out):
+    dst = out / path.name
+    dst.write_text(path.read_text() + FAST)
+    return str(dst)
+
+
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     if ("slurm", "wallsim") not in REGISTRY:
         register("slurm", "wallsim", "test_calibrate:WallSlurm")
     out = tmp_path_factory.mktemp("calibration")
+    scen = tmp_path_factory.mktemp("scenarios")
     opts = Options(schedulers=["slurm"], repeats=2, backend="wallsim",
-                   scenarios=[str(ROOT / "scenarios/calibrate-steady.yaml"), str(ROOT / "scenarios/calibrate-queue.yaml")],
+                   scenarios=[fast(ROOT / "scenarios/calibrate-steady.yaml", scen),
+                              fast(ROOT / "scenarios/calibrate-queue.yaml", scen)],
                    scales={"slurm": [16, 32]}, held_out_scale={"slurm": 48},
-                   held_out_scenario=str(ROOT / "scenarios/calibrate-evictions.yaml"), time_scale=600.0, out_dir=out,
+                   held_out_scenario=fast(ROOT / "scenarios/calibrate-evictions.yaml", scen), time_scale=600.0,
+                   out_dir=out,
                    command="gangstorm calibrate --schedulers slurm (test)")
     lines = []
     result = calibrate(opts, progress=lines.append)

@@ -35,8 +35,8 @@ class Free:
 def case_loss(real: dict, sim: dict) -> float:
     """real: mean over repeats {p50, p99, alloc_util}; sim: the twin's result."""
     a = sim["admission_s"]
-    if a["count"] == 0:
-        return 100.0
+    if a["count"] == 0 or real["p50"] is None:
+        return 100.0 if (a["count"] == 0) != (real["p50"] is None) else 0.0
     err = 0.0
     for q in ("p50", "p99"):
         err += math.log(max(a[q], FLOOR_S) / max(real[q], FLOOR_S)) ** 2
