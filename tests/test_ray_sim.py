@@ -98,3 +98,15 @@ def test_an_infeasible_group_waits_for_a_node_to_be_added():
     t, rec, _ = ray([job(0, 4, t=1)], nodes=5, chaos=[down, up])
     assert rec.admit[0] == pytest.approx(100 + (1 + 2 + 1.6 + 0.05 + 4) / 1e3)
     assert t.counters["schedule_failures"] == 1            # no retries while infeasible
+
+
+def test_an_evicted_group_is_removed_and_created_again_whole_as_the_real_adapter_does():
+    # Ray cannot take one bundle away from a group: eviction removes it; it comes back as a new
+    # group (new rank, whole placement), unlike a dead node's bundles, which are rescheduled in place.
+    evict = [ChaosAction(10.0, "evict", {"members": 1})]
+    _, rec, events = ray([job(0, 4, t=0, dur=100)], chaos=evict)
+    kinds = [(e.kind, e.members) for e in events if e.job_id == 0 and 9 < e.t < 11]
+    assert (Kind.EVICTED, 0) in kinds and (Kind.REQUEUED, 0) in kinds
+    readmitted = [e.t for e in events if e.job_id == 0 and e.kind is Kind.ADMITTED and e.t > 10]
+    one = (1 + 4 * 0.5 + 16 * 0.1 + 16 * 0.01 + 2 * 2) / 1e3
+    assert readmitted == [pytest.approx(10.0 + one)]

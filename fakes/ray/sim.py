@@ -64,7 +64,17 @@ class SimRay(SimTarget):
         self._register(js, t, t)
         self._schedule_pending(t)
 
+    def _restarts_whole(self, reason: str) -> bool:
+        # A group cannot lose one bundle on request: an eviction removes the group and creates it
+        # again (what the real adapter does); a dead node's bundles are rescheduled in place.
+        return reason == "evicted"
+
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
+        if not self.state.holdings.get(js.job.id):          # removed and created again: a new group
+            js.extra.update(nodes=[], resched=False)
+            self._register(js, t, t)
+            self._schedule_pending(t)
+            return
         js.extra["nodes"] = [n for n, _, _ in self.state.holdings.get(js.job.id, [])]
         if js.extra["resched"]:
             return        # already RESCHEDULING: wherever it waits, these bundles are now unplaced too

@@ -190,6 +190,10 @@ class SimTarget(Target):
         self.state.give_back(owner)
         self._on_release(t)
 
+    def _restarts_whole(self, reason: str) -> bool:
+        """Whether losing members for `reason` restarts the whole gang."""
+        return self.restart_whole_gang
+
     def _lose(self, js: JobState, nodes: set[int], t: float, reason: str) -> None:
         """Members of js on `nodes` are gone. Gang schedulers restart the whole gang."""
         was_running = js.running
@@ -197,7 +201,7 @@ class SimTarget(Target):
         self.active.pop(js.job.id, None)
         self.waiting[js.job.id] = js
         js.run_token += 1
-        if self.restart_whole_gang:
+        if self._restarts_whole(reason):
             self.state.give_back(js.job.id)
             js.bound = 0
             self._emit(t, js.job.id, Kind.EVICTED, 0, reason)

@@ -127,20 +127,20 @@ class VolcanoControlPlane:
         install_crds(api_client)
         conf = self.dir / "scheduler.conf"
         conf.write_text(scheduler_conf(self.config))
-        qps = str(self.config.get("api_qps", 2000))
-        burst = str(self.config.get("api_burst", 2000))
         period = float(self.config.get("schedule_period_s", 1) or 1)
         metrics_port = free_port()
         self.metrics_url = f"http://{LOOPBACK}:{metrics_port}/metrics"
-        common = [f"--kubeconfig={self.cluster.kubeconfig}", f"--kube-api-qps={qps}", f"--kube-api-burst={burst}",
-                  "--leader-elect=false", "--logtostderr=true", "-v=1"]
-        sched = [bins["vc-scheduler"], *common,
+        common = [f"--kubeconfig={self.cluster.kubeconfig}", "--leader-elect=false", "--logtostderr=true", "-v=1"]
+        # Each component's own client limits, as the simulated Volcano uses them (scheduler: binds;
+        # job controller: PodGroups, pods and job status).
+        sched = [bins["vc-scheduler"], *common, *_client(self.config, "api_qps", "api_burst", 2000, 2000),
                  f"--scheduler-conf={conf}", f"--schedule-period={period}s",
                  "--enable-metrics=true", f"--listen-address={LOOPBACK}:{metrics_port}",
                  "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}",
                  "--cache-dumper=false"]
         workers = self.config.get("controller_workers")    # None: Volcano's default (3)
         cm = [bins["vc-controller-manager"], *common, f"--controllers={CONTROLLERS}",
+              *_client(self.config, "controller_qps", "controller_burst", 50, 100),
               *([f"--worker-threads={int(workers)}"] if workers else []),
               "--enable-metrics=true", f"--listen-address={LOOPBACK}:{free_port()}",
               "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}"]
@@ -167,3 +167,8 @@ class VolcanoControlPlane:
         for p in self.procs:
             if not p.alive():
                 raise RuntimeError(f"{p.name} died (exit {p.proc.returncode}); log {p.log}")
+
+
+def _client(config: dict[str, Any], qps: str, burst: str, qps_default: float, burst_default: int) -> list[str]:
+    return [f"--kube-api-qps={float(config.get(qps) or qps_default):g}",
+            f"--kube-api-burst={int(config.get(burst) or burst_default)}"]
