@@ -1,0 +1,64 @@
+"""Calibration profiles as a user meets them: shipped ones say where every value came from, a
+profile file of one's own times the simulated schedulers, and every result names its profile."""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from loadgen.profile import BUILTIN_DIR, load
+from loadgen.scenario import from_dict
+
+from conftest import ROOT
+
+
+def gangstorm(*args):
+    return subprocess.run([sys.executable, "-m", "loadgen.cli.main", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("name", ["local", "reference"])
+def test_shipped_profiles_hold_no_unsourced_value(name):
+    prof = load(name)
+    unsourced = [f"{s}.{k}" for s, keys in prof.params.items() for k, p in keys.items() if p.provenance == "unsourced"]
+    assert unsourced == []
+    assert all(p.source for keys in prof.params.values() for p in keys.values())
+
+
+def test_every_profile_parameter_the_schema_asks_for_is_in_both_shipped_profiles():
+    for name in ("local", "reference"):
+        sc = from_dict({}, profile=name)       # resolving raises on a missing parameter
+        assert sc.profile.name == name
+
+
+def test_a_profile_file_of_ones_own_times_the_simulated_schedulers(tmp_path):
+    doc = yaml.safe_load((BUILTIN_DIR / "local.yaml").read_text())
+    doc["name"] = "slow-kube"
+    doc["parameters"]["kube"]["cycle_base_ms"] = {"value": 500.0, "unit": "ms", "provenance": "measured",
+                                                  "source": "a test", "command": "pytest"}
+    doc.pop("validation", None)
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    outs = {}
+    for label, prof in (("local", "local"), ("slow", str(path))):
+        r = gangstorm("run", "scenarios/baseline-3x.yaml", "--schedulers", "kube", "--nodes", "200", "--duration-h",
+                      "1", "--profile", prof, "--out", str(tmp_path / label), "--quiet")
+        assert r.returncode == 0, r.stderr
+        outs[label] = json.loads((tmp_path / label / "summary.json").read_text())
+    slow = outs["slow"]
+    assert slow["profile"]["path"] == str(path)
+    assert slow["schedulers"]["kube"]["model"]["calibrated"] is False      # no validation in the file
+    assert "UNCALIBRATED" in (tmp_path / "slow" / "summary.md").read_text()
+    assert slow["schedulers"]["kube"]["admission_s"]["p50"] > outs["local"]["schedulers"]["kube"]["admission_s"]["p50"] + 0.4
+
+
+def test_a_broken_profile_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nparameters:\n  kube:\n    cycle_base_ms: {value: .nan, unit: ms, provenance: measured,"
+                   " source: x, command: y}\n")
+    r = gangstorm("run", "scenarios/baseline-3x.yaml", "--profile", str(bad), "--quiet")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"gangstorm: error: scenarios/baseline-3x.yaml: profile: {bad}: parameters.kube.cycle_base_ms.value: "
+        "expected a finite number >= 0, got nan"]
