@@ -98,31 +98,37 @@ def _control_plane(runs: Runs, out: Measured, component: str) -> None:
             out[("control_plane", key)] = (v, f"{what}, median of {n} real {component} runs")
 
 
+def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str, str], per: tuple[str, str],
+              what: str) -> None:
+    """A cost the component reports per operation, split by least squares over the fleet sizes into a
+    fixed part (ms) and a per-node part (us)."""
+    pts = []
+    for c, r in runs:
+        v = r.get("control_plane", {})
+        for key in path:
+            v = v.get(key) if isinstance(v, dict) else None
+        if isinstance(v, (int, float)) and v > 0:
+            pts.append((c.nodes, float(v)))
+    if pts:
+        icpt, slope = line([n for n, _ in pts], [y for _, y in pts])
+        src = f"{what} against nodes, least squares over {len(pts)} runs at {sorted({n for n, _ in pts})} nodes"
+        out[base] = (icpt, src)
+        out[per] = (slope * 1000.0, src)
+
+
 def kube(runs: Runs) -> Measured:
     out: Measured = {}
-    pts = [(c.nodes, r["control_plane"]["scheduler"]["attempt_ms_mean"]) for c, r in runs
-           if (r.get("control_plane", {}).get("scheduler") or {}).get("attempt_ms_mean")]
-    if pts:
-        # below 100 nodes kube-scheduler filters and scores every node (numFeasibleNodesToFind)
-        base, per = line([n for n, _ in pts], [y for _, y in pts])
-        src = (f"scheduler_scheduling_attempt_duration_seconds{{result=scheduled}} mean against nodes scored, least "
-               f"squares over {len(pts)} runs at {sorted({n for n, _ in pts})} nodes")
-        out[("kube", "cycle_base_ms")] = (base, src)
-        out[("kube", "cycle_per_node_us")] = (per * 1000.0, src)
+    # below 100 nodes kube-scheduler filters and scores every node (numFeasibleNodesToFind)
+    _per_node(runs, out, ("scheduler", "attempt_ms_mean"), ("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us"),
+              "scheduler_scheduling_attempt_duration_seconds{result=scheduled} mean")
     _control_plane(runs, out, "kube")
     return out
 
 
 def volcano(runs: Runs) -> Measured:
     out: Measured = {}
-    pts = [(c.nodes, r["control_plane"]["session_ms"]["mean"]) for c, r in runs
-           if (r.get("control_plane", {}).get("session_ms") or {}).get("mean")]
-    if pts:
-        base, per = line([n for n, _ in pts], [y for _, y in pts])
-        src = (f"volcano_e2e_scheduling_latency_milliseconds mean (one session) against nodes, least squares over "
-               f"{len(pts)} runs at {sorted({n for n, _ in pts})} nodes")
-        out[("volcano", "session_base_ms")] = (base, src)
-        out[("volcano", "session_per_node_us")] = (per * 1000.0, src)
+    _per_node(runs, out, ("session_ms", "mean"), ("volcano", "session_base_ms"), ("volcano", "session_per_node_us"),
+              "volcano_e2e_scheduling_latency_milliseconds mean (one session)")
     _control_plane(runs, out, "volcano")
     return out
 
