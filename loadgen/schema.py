@@ -140,6 +140,7 @@ SCENARIO = {
             "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # scheduling cycle per pod: fixed part
             "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered and scored
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
+            "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),
@@ -163,6 +164,7 @@ SCENARIO = {
             "session_per_node_us": Field(NUM, PROFILE, lo=0),  # ... per node in the snapshot
             "session_per_task_us": Field(NUM, PROFILE, lo=0),  # ... per pending task considered
             "observe_ms": Field(NUM, PROFILE, lo=0),
+            "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "queues": {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
@@ -184,6 +186,7 @@ SCENARIO = {
             "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node considered
             "commit_rtt_ms": Field(NUM, PROFILE, lo=0),        # one prepare or commit round to the raylets
             "observe_ms": Field(NUM, PROFILE, lo=0),           # ready -> the driver's callback
+            "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "retry_initial_s": Field(NUM, 0.1, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
             "retry_multiplier": Field(NUM, 1.5, lo=1, source=RAY_CONF + " (gcs_create_placement_group_retry_multiplier)"),
             "retry_max_s": Field(NUM, 1.0, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
@@ -226,6 +229,7 @@ SCENARIO = {
             "bf_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
             "bf_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
             "observe_ms": Field(NUM, PROFILE, lo=0),          # start -> the client's squeue poll sees it
+            "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             # real backend only (fakes/slurm/conf.py, fakes/slurm/target.py)
             "submit_workers": Field(int, 4, lo=1, hi=256),
             "poll_s": Field(NUM, 0.5, lo=0.01),

@@ -59,6 +59,7 @@ class SimTarget(Target):
         # What a client of the real scheduler sees lags its decisions (a watch event, an squeue
         # poll, a ready callback): every job event reaches the runner this much later, in order.
         self.observe_s = float(self.cfg.get("observe_ms") or 0.0) / 1000.0
+        self.release_s = float(self.cfg.get("release_ms") or 0.0) / 1000.0
 
     # --- time -------------------------------------------------------------------------------
     def _at(self, t: float, fn, *args) -> None:
@@ -126,13 +127,22 @@ class SimTarget(Target):
         self._at(t + js.job.duration_s, self._finish, js, js.run_token)
 
     def _finish(self, t: float, js: JobState, token: int) -> None:
+        """The job's work is done at t. Its resources come back release_ms later: the time a real
+        backend takes to see it gone (Slurm's completion RPC and epilog, a placement group's
+        removal reaching the GCS, pod deletion reaching the scheduler's cache)."""
         if token != js.run_token or js.done or not js.running:
             return
         js.running, js.done = False, True
         self.active.pop(js.job.id, None)
+        self._emit(t, js.job.id, Kind.FINISHED)
+        if self.release_s > 0:
+            self._at(t + self.release_s, self._release, js)
+        else:
+            self._release(t, js)
+
+    def _release(self, t: float, js: JobState) -> None:
         self.state.give_back(js.job.id)
         js.bound = 0
-        self._emit(t, js.job.id, Kind.FINISHED)
         self._finished(js, t)
         self._on_release(t)
 
@@ -161,6 +171,8 @@ class SimTarget(Target):
                 self.state.give_back(owner, None)
                 continue
             js = self.jobs[owner]
+            if js.done:         # finished, its resources on their way back: nothing to lose
+                continue
             self._lose(js, nodes, now, "node-failure")
         self._count("node_failures", len(nodes))
         self._on_release(now)

@@ -20,10 +20,13 @@ Extractor = Callable[[Runs], Measured]
 
 # What no component metric gives: fitted to the twins' admission tails.
 FREE: dict[str, list[Free]] = {
-    "kube": [Free("kube", "observe_ms", 0.1, 5000.0)],
-    "volcano": [Free("volcano", "observe_ms", 0.1, 5000.0), Free("volcano", "session_per_task_us", 0.1, 1e6)],
-    "ray": [Free("ray", "observe_ms", 0.1, 5000.0)],
-    "slurm": [Free("slurm", "observe_ms", 0.1, 5000.0)],
+    "kube": [Free("kube", "observe_ms", 0.1, 5000.0), Free("kube", "release_ms", 0.1, 20000.0)],
+    "volcano": [Free("volcano", "observe_ms", 0.1, 5000.0), Free("volcano", "session_per_task_us", 0.1, 1e6),
+                Free("volcano", "release_ms", 0.1, 20000.0)],
+    # the GCS's scheduling-latency statistic includes retries, so the per-bundle cost is fitted
+    "ray": [Free("ray", "observe_ms", 0.1, 5000.0), Free("ray", "gcs_per_bundle_ms", 0.001, 20.0),
+            Free("ray", "release_ms", 0.1, 20000.0)],
+    "slurm": [Free("slurm", "observe_ms", 0.1, 5000.0), Free("slurm", "release_ms", 0.1, 20000.0)],
 }
 
 
@@ -135,8 +138,7 @@ def volcano(runs: Runs) -> Measured:
 
 def ray(runs: Runs) -> Measured:
     """The GCS's own per-group statistics (placement_group_table: scheduling latency and end-to-end
-    creation latency). The calibration mix is mostly groups of 1-2 bundles (p50) with a tail of
-    8-bundle gangs (p99), which splits the per-group from the per-bundle cost."""
+    creation latency); their p50 is a group of one or two bundles, the mix's common case."""
     out: Measured = {}
     pts = [(c.nodes, r["control_plane"]) for c, r in runs if r.get("control_plane", {}).get("gcs_scheduling_ms_p50")]
     if not pts:
@@ -147,9 +149,6 @@ def ray(runs: Runs) -> Measured:
            f"{sorted({nodes for nodes, _ in pts})} raylets")
     out[("ray", "gcs_base_ms")] = (base, src)
     out[("ray", "gcs_per_node_us")] = (per_node * 1000.0, src)
-    spread = median(max(cp["gcs_scheduling_ms_p99"] - cp["gcs_scheduling_ms_p50"], 0.0) for _, cp in pts)
-    out[("ray", "gcs_per_bundle_ms")] = (spread / 7.0, f"GCS scheduling latency p99 - p50 over the 7 extra bundles "
-                                         f"of the 8-bundle gangs, median of {n} runs")
     out[("ray", "gcs_per_bundle_sq_us")] = (0.0, "not separable from the per-bundle cost with gangs of at most 8 "
                                             "bundles (the reference profile fits it to Ray's own benchmark)")
     commit = [(cp["gcs_creation_ms_p50"] - cp["gcs_scheduling_ms_p50"]) / 2.0 for _, cp in pts
