@@ -66,11 +66,11 @@ def held_out_summary(rows: list[dict]) -> dict:
 
 def table(scheduler: str, rows: list[dict]) -> str:
     """Markdown: one line per case, real mean with its spread, the twin, the ratios."""
-    def f(x, d=2):
-        return "n/a" if x is None else f"{x:.{d}f}"
+    def f(x, d=2):           # seconds and ratios: 3 significant digits (tails span ms to minutes)
+        return "n/a" if x is None else (f"{x:.{d}f}" if d == 3 else f"{x:.3g}")
 
     def spread(s, d=2):
-        return "n/a" if not s else f"{s[0]:.{d}f}-{s[1]:.{d}f}"
+        return "n/a" if not s else f"{f(s[0], d)}-{f(s[1], d)}"
 
     lines = [f"| {scheduler} case | role | runs x n | real p50 s (spread) | sim p50 | ratio | real p99 s (spread) "
              "| sim p99 | ratio | p99.9 ratio | real util (spread) | sim util | diff pp | in goal |",

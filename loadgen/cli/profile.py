@@ -66,12 +66,29 @@ def show(args) -> int:
           "\n| setting | default | source |\n|---|---|---|")
     for dotted, default, source in sourced_defaults():
         print(f"| {dotted} | {default} | {source} |" if md else f"  {dotted:<48} {default!s:>10}  {source}")
+    if md:
+        _validation_markdown(prof)
+        return 0
     print("\nvalidation:")
     if not prof.validation:
         print("  none: every scheduler is uncalibrated under this profile")
     for name, v in prof.validation.items():
-        print(f"  {name}: {json.dumps(v.get('held_out') or v)}")
+        print(f"  {name}: " + (json.dumps(v["held_out"]) if v.get("held_out") else "no held-out case: uncalibrated"))
     return 0
+
+
+def _validation_markdown(prof) -> None:
+    from loadgen.calibration.fidelity import table
+    for name, v in prof.validation.items():
+        print(f"\n### {name}\n")
+        if v.get("rows"):
+            print(table(name, v["rows"]))
+        if v.get("anchors"):
+            print("| anchor | role | published | simulated | ratio (published / sim) |\n|---|---|---:|---:|---:|")
+            for r in v["anchors"]:
+                print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {r['sim']:g} | {r['ratio']} |")
+        held = v.get("held_out")
+        print(f"\nHeld out: {json.dumps(held)}" if held else "\nNo held-out case: uncalibrated under this profile.")
 
 
 def anchors(args) -> int:
