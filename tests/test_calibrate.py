@@ -60,6 +60,19 @@ def test_every_case_runs_repeatedly_and_is_kept_for_reuse(calibrated):
     assert again["results"][0]["fitted"] == result["results"][0]["fitted"]     # deterministic fit
 
 
+def test_an_interrupted_run_is_redone_from_scratch(calibrated):
+    out, opts, _, _ = calibrated
+    run = out / "slurm" / "real" / "calibrate-queue-16n" / "run2"
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "complete": False}))
+    (run / "stale-cluster-state").write_text("left by the interrupted run")
+    lines = []
+    calibrate(opts, progress=lines.append)
+    assert [l for l in lines if "real backend" in l] == ["slurm calibrate-queue-16n run 2/2: real backend ..."]
+    assert json.loads((run / "summary.json").read_text())["complete"]
+    assert not (run / "stale-cluster-state").exists()
+
+
 def test_the_written_profile_says_what_was_fitted_and_validates_on_held_out_cases(calibrated):
     out, opts, result, _ = calibrated
     prof = load(result["profile"])

@@ -116,7 +116,8 @@ class RealKubeFamily(RealTarget):
         from kubernetes import client as k8s
         if self.ctx.run_dir is None:
             self._tmp = tempfile.mkdtemp(prefix=f"gangstorm-{self.name}-")
-        run_dir = Path(self.ctx.run_dir or self._tmp)
+        # absolute: the components run in their own working directories and read config by path
+        run_dir = Path(self.ctx.run_dir or self._tmp).resolve()
         profile = self.scheduler_profile()
         spec = ClusterSpec(name=self.cfg.get("cluster_name") or f"gangstorm-{self.name}", workdir=run_dir / "kube",
                            scheduler=profile is not None, scheduler_config=profile,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -57,6 +58,8 @@ def real_results(name: str, cases: list[Case], opts: Options, progress: Progress
                 progress(f"{name} {case.label} run {k + 1}: reused {summary}")
             else:
                 progress(f"{name} {case.label} run {k + 1}/{opts.repeats}: real backend ...")
+                if d.exists():      # an interrupted run: its cluster state must not leak into the redo
+                    shutil.rmtree(d)
                 real_run(case_scenario(case, name, opts, opts.base_profile), name, d, opts.time_scale, opts.backend)
             runs.append(json.loads(summary.read_text())["schedulers"][name])
         out[case.label] = runs
