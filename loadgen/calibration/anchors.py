@@ -58,15 +58,19 @@ def _burst(n_init: int, n_measured: int, **kw) -> Callable[[], list[Job]]:
 
 
 def throughput(first_id: int, of: str = "admit") -> Callable[[Recorder], float]:
-    """Measured jobs (id >= first_id) per second, from the first one's submission to the last one's
-    acceptance, admission or finish (`of`)."""
+    """Measured jobs (id >= first_id) per second, from the first one's submission, or from the last
+    init job's admission if later (scheduler_perf starts measuring once its init pods are
+    scheduled), to the last measured one's acceptance, admission or finish (`of`)."""
     def measure(rec: Recorder) -> float:
         ids = np.array([j.id for j in rec.jobs]) >= first_id
         end = {"accept": rec.accepted_t, "admit": rec.admit, "finish": rec.finish}[of]
         done = end[ids]
         if np.isnan(done).any() or not len(done):
             return float("nan")
-        return float(ids.sum() / (done.max() - rec.submit[ids].min()))
+        start = rec.submit[ids].min()
+        if (~ids).any():
+            start = max(start, float(np.nanmax(rec.admit[~ids])))
+        return float(ids.sum() / (done.max() - start))
     return measure
 
 

@@ -1,0 +1,53 @@
+"""The reference profile against the published figures it was fitted to (`gangstorm profile anchors`).
+
+The table rows are regression guards: they show the shipped reference profile still reproduces
+its anchors. The throughput definition is checked with exact numbers."""
+import math
+
+import numpy as np
+import pytest
+
+from loadgen.calibration.anchors import ANCHORS, _job, table, throughput
+from loadgen.profile import load
+from loadgen.recorder import Recorder
+
+
+def test_throughput_counts_measured_jobs_from_their_first_submission():
+    rec = Recorder([_job(i, 1.0) for i in range(4)])
+    rec.admit[:] = [2.0, 3.0, 4.0, 5.0]
+    assert throughput(0)(rec) == 4 / (5.0 - 1.0)
+
+
+def test_throughput_starts_once_the_init_jobs_are_admitted_as_scheduler_perf_does():
+    # init jobs 0-1 submitted at 0 and admitted by 3.0; measured jobs 2-4 submitted at 1.0
+    rec = Recorder([_job(0, 0.0), _job(1, 0.0), _job(2, 1.0), _job(3, 1.0), _job(4, 1.0)])
+    rec.admit[:] = [2.0, 3.0, 4.0, 5.0, 7.0]
+    assert throughput(2)(rec) == 3 / (7.0 - 3.0)
+
+
+def test_a_measured_job_never_admitted_gives_no_figure():
+    rec = Recorder([_job(0, 0.0), _job(1, 0.0)])
+    rec.admit[:] = [1.0, np.nan]
+    assert math.isnan(throughput(0)(rec))
+
+
+@pytest.fixture(scope="module")
+def reference_rows():
+    return table(load("reference"))
+
+
+@pytest.mark.slow
+def test_the_reference_profile_reproduces_every_anchor_it_was_fitted_to(reference_rows):
+    fit = [r for r in reference_rows if r["role"] == "fit"]
+    assert {r["scheduler"] for r in fit} == {"kube", "slurm", "ray", "volcano"}
+    off = [(r["anchor"], r["ratio"]) for r in fit if not 0.8 <= r["ratio"] <= 1.25]
+    assert not off
+
+
+@pytest.mark.slow
+def test_the_reference_validation_quotes_the_held_out_ratios_the_sims_give_today(reference_rows):
+    prof = load("reference")
+    for r in reference_rows:
+        if r["role"] == "held_out":
+            assert prof.validation[r["scheduler"]]["held_out"]["ratio"] == [r["ratio"], r["ratio"]], r["anchor"]
+    assert not any("held_out" in prof.validation.get(s, {}) for s in ("slurm", "volcano"))
