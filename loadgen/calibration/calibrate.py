@@ -93,7 +93,7 @@ def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
 
     start = {(f.section, f.key): start_profile.params[f.section][f.key].value for f in free}
     progress(f"{name}: fitting {', '.join(f.key for f in free)} on {sum(c.role == 'fit' for c in cases)} cases")
-    best, loss, evals = search(objective, start, free)
+    best, loss, evals = search(objective, start, free, max_evals=30 * len(free) + 20)
     fitted = with_values(start_profile, best)
     rows = [fidelity.row(c.label, c.role, stats[c.label], twin(scenarios[c.label], name, opts.time_scale, fitted))
             for c in cases]
