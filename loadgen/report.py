@@ -50,9 +50,7 @@ def render(summary: dict) -> str:
         lines += ["", f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
         for n, m in models.items():
             if m["calibrated"]:
-                err = m["held_out_error"]
-                text = "calibrated; held-out real/sim " + ", ".join(f"{k} {v}" for k, v in err.items()
-                                                                     if not isinstance(v, (dict, list)))
+                text = "calibrated, " + held_out_text(m["held_out_error"])
             else:
                 text = "UNCALIBRATED: " + m["note"].split(": ", 1)[1]
             if m.get("set_by_scenario"):
@@ -72,3 +70,18 @@ def render(summary: dict) -> str:
               "failures) / GPU-hours allocated, measured in the run; "
               "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
     return "\n".join(lines)
+
+
+def held_out_text(err: dict) -> str:
+    """One line for a profile's held-out validation: the cases, the real/sim ratio ranges, the verdict."""
+    def span(v, unit=""):
+        return f"{v[0]:g}{unit}" if v[0] == v[1] else f"{v[0]:g} to {v[1]:g}{unit}"
+    if "cases" in err:
+        parts = [f"{k.removesuffix('_ratio')} {span(err[k])}" for k in ("p50_ratio", "p99_ratio", "p999_ratio")
+                 if err.get(k)]
+        if err.get("util_diff_pp"):
+            parts.append(f"util {span(err['util_diff_pp'], ' pp')}")
+        head = f"held out {err['cases']} ({err['real_runs_per_case']} real runs each), real/sim " + ", ".join(parts)
+    else:
+        head = f"held-out published figure {err['anchors']}, published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}"
+    return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + " the goal band (ratios 0.8-1.25, util 3 pp)"

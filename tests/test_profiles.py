@@ -62,3 +62,16 @@ def test_a_broken_profile_is_one_line_and_exit_2(tmp_path):
     assert r.stderr.strip().splitlines() == [
         f"gangstorm: error: scenarios/baseline-3x.yaml: profile: {bad}: parameters.kube.cycle_base_ms.value: "
         "expected a finite number >= 0, got nan"]
+
+
+def test_a_result_quotes_its_held_out_error_in_one_line():
+    from loadgen.report import held_out_text
+    cases = {"cases": "calibrate-steady-128n, calibrate-evictions-64n", "real_runs_per_case": 3,
+             "p50_ratio": [1.225, 1.236], "p99_ratio": [0.93, 1.301], "p999_ratio": None,
+             "util_diff_pp": [0.27, 2.82], "within_goal": False}
+    assert held_out_text(cases) == ("held out calibrate-steady-128n, calibrate-evictions-64n (3 real runs each), "
+                                    "real/sim p50 1.225 to 1.236, p99 0.93 to 1.301, util 0.27 to 2.82 pp; "
+                                    "OUTSIDE the goal band (ratios 0.8-1.25, util 3 pp)")
+    anchor = {"anchors": "ray-100-groups-20-bundles", "ratio": [1.03, 1.03], "within_goal": True}
+    assert held_out_text(anchor) == ("held-out published figure ray-100-groups-20-bundles, published/sim 1.03; "
+                                     "within the goal band (ratios 0.8-1.25, util 3 pp)")
