@@ -40,25 +40,30 @@ def run(scenario: Scenario, opts: RunOptions) -> dict:
     plan = plan_run(scenario, opts.trace)
     run_id = new_run_id(scenario.name)
     out = Path(opts.out_dir) if opts.out_dir else Path(opts.results_root) / run_id
-    store = RunStore(out)
     summary = header(run_id, scenario, plan)
-    store.write_summary(summary)
+    store = RunStore.create(out, summary)
     try:
         for name in opts.schedulers:
-            summary["schedulers"][name] = run_one(scenario, name, opts, plan, store)
-            summary["wall_s"] = round(time.monotonic() - t_start, 3)
+            summary["running"] = name
             store.write_summary(summary)
+            result, rec = run_one(scenario, name, opts, plan, store)
+            summary["schedulers"][name] = result
+            summary["running"] = None
+            summary["wall_s"] = round(time.monotonic() - t_start, 3)
+            store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
         summary["complete"] = True
     finally:
         summary["wall_s"] = round(time.monotonic() - t_start, 3)
         store.write_summary(summary)
-        (out / "summary.md").write_text(report.render(summary))
+        store.write_text("summary.md", report.render(summary))
     summary["_dir"] = str(out)
     return summary
 
 
-def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, store: RunStore | None) -> dict:
-    """One scheduler on the plan. Without a store nothing is written (calibration's twins)."""
+def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
+            store: RunStore | None) -> tuple[dict, Recorder]:
+    """One scheduler on the plan: its summary entry and its recorder. Writes nothing itself (a real
+    backend keeps its logs under the store's folder)."""
     cls = target_class(name, opts.backend)
     wall = cls.timebase == "wall"
     scale = opts.time_scale if wall else 1.0
@@ -88,7 +93,4 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, stor
     if wall:
         result["time_scale"] = scale
         result["latency_clock"] = "wall seconds (real control-plane latency, not scaled)"
-    if opts.jobs_csv and store:
-        store.append_jobs(name, opts.backend, rec)
-        store.write_timeseries(name, rec)
-    return result
+    return result, rec

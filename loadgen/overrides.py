@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen.errors import UserError
 from loadgen.scenario import Scenario, load
 
 TIME_SCALE = 60.0           # wall-clock backends: virtual seconds per wall second, by default
 
 
-class OverrideError(ValueError):
+class OverrideError(UserError):
     """A bad override value: one line naming the flag and what was expected."""
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from loadgen.errors import UserError
+
 # "unsourced" marks a value awaiting measurement: allowed while a profile is being built, never in a
 # shipped one (tests/test_profiles.py), and a result that used one says so.
 PROVENANCES = ("measured", "fitted", "sourced", "unsourced")
@@ -35,7 +37,7 @@ BUILTIN_DIR = Path(__file__).resolve().parents[1] / "fakes" / "profiles"
 DEFAULT = "reference"
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError):
     """One line: the profile file, the field and what was expected."""
 
     def __init__(self, source: str, field: str, expected: str):

@@ -13,12 +13,13 @@ from typing import Any
 import yaml
 
 from loadgen import profile as profiles
+from loadgen.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.profile import Profile, ProfileError
 from loadgen.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserError):
     """A user error in a scenario file or an override: one line, file + field + expectation."""
 
     def __init__(self, source: str, field: str, expected: str):

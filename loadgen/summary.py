@@ -40,7 +40,7 @@ def chaos_counts(log: list[dict]) -> dict[str, dict[str, int]]:
 def header(run_id: str, scenario: Scenario, plan: RunPlan, **extra: Any) -> dict[str, Any]:
     return {
         "run_id": run_id, "scenario": scenario.name, "scenario_path": scenario.path, "seed": scenario.seed,
-        "complete": False, "wall_s": 0.0, "duration_h": round(plan.horizon_s / 3600.0, 4),
+        "complete": False, "running": None, "wall_s": 0.0, "duration_h": round(plan.horizon_s / 3600.0, 4),
         "fleet": fleet_dict(plan.fleet), "workload": plan.workload_info,
         "chaos": chaos_digest(plan.chaos), "slo": dict(scenario.data["slo"]),
         "profile": {"name": scenario.profile.name, "path": scenario.profile.path,

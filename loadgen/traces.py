@@ -12,6 +12,7 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
+from loadgen.errors import UserError
 from loadgen.model.job import Job
 from loadgen.workload import tenant_names
 
@@ -19,7 +20,7 @@ REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s
 OPENB_COLUMNS = {"name", "num_gpu", "creation_time", "deletion_time"}
 
 
-class TraceError(ValueError):
+class TraceError(UserError):
     def __init__(self, source: str, where: str, expected: str):
         super().__init__(f"{source}: {where}: {expected}")
 

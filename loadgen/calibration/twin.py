@@ -35,4 +35,4 @@ def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | No
     sc = scenario.with_profile(profile) if profile is not None else scenario
     sc = sc.with_overrides(sample_every_s=max(scenario.data["sample_every_s"] / time_scale, 0.5))
     return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
-                   wall_plan(scenario, time_scale), None)
+                   wall_plan(scenario, time_scale), None)[0]

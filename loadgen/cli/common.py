@@ -5,12 +5,13 @@ import argparse
 import sys
 import time
 
+from loadgen.errors import UserError
 from loadgen.model.registry import SCHEDULERS, backends
 from loadgen.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
 from loadgen.scenario import Scenario
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A bad flag value: one line, exit status 2."""
 
 

@@ -107,13 +107,17 @@ def run_group(cmd: list[str], grace_s: float = 60.0) -> int:
 
 
 def main(args) -> int:
-    from loadgen.storage import new_run_id
+    from loadgen.storage import check_out_dir, new_run_id
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers or "kube", scenario)
     out = Path(args.out) if args.out else Path("results") / new_run_id(scenario.name)
     cmd = build_command(args, scenario, names, out)
     if not args.worker:
-        out.mkdir(parents=True, exist_ok=True)
+        check_out_dir(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--out {out}: cannot create the run folder ({e.strerror})") from None
         where = "headless" if args.headless else f"web UI at http://127.0.0.1:{args.web_port}"
         print(f"gangstorm: locust {where}; results in {out}/", file=sys.stderr)
     code = run_group(cmd)

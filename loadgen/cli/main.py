@@ -1,14 +1,16 @@
-"""`gangstorm` entry point: a thin argparse layer; each subcommand lives in its own module."""
+"""`gangstorm` entry point: a thin argparse layer; each subcommand lives in its own module.
+
+Only the standard library is imported before the signal handlers are in place, so a Ctrl-C (or
+SIGTERM) at any moment after the interpreter starts ends in one line and status 130, including
+while numpy and the subcommands are still importing, and in a run started in the background by a
+script (which inherits SIGINT as ignored).
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import signal
 import sys
-
-from loadgen.cli.common import UsageError
-from loadgen.scenario import ScenarioError
-from loadgen.traces import TraceError
 
 SUBCOMMANDS = ("run", "ceiling", "trace", "calibrate", "profile", "locust")
 
@@ -38,19 +40,37 @@ def _sigterm(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
-    # A shell starting us in the background hands down SIGINT as ignored; Ctrl-C must still work.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return int(args.func(args) or 0)
-    except (ScenarioError, TraceError, UsageError) as e:
-        print(f"gangstorm: error: {e}", file=sys.stderr)
-        return 2
+        from loadgen.errors import UserError
+        args = build_parser().parse_args(argv)
+        try:
+            return int(args.func(args) or 0)
+        except UserError as e:
+            print(f"gangstorm: error: {e}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
-        print("gangstorm: interrupted; partial results kept (summary.json has \"complete\": false)", file=sys.stderr)
+        print(_interrupted(), file=sys.stderr)
         return 130
 
 
+def _interrupted() -> str:
+    storage = sys.modules.get("loadgen.storage")
+    folders = storage.CREATED if storage else []
+    if not folders:
+        return "gangstorm: interrupted before any result was written"
+    return f"gangstorm: interrupted; partial results kept in {folders[-1]} (summary.json has \"complete\": false)"
+
+
+def console() -> int:
+    """The installed `gangstorm` command: once main has returned, a late signal must not turn the
+    exit into a traceback, so both are ignored while the interpreter shuts down."""
+    try:
+        return main()
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

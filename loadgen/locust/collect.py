@@ -120,7 +120,7 @@ class Collector:
         self.lanes = {name: LaneLog(name, lane_jobs, self.k) for name in st.schedulers}
         self.info = info or {}
         self.t_start = time.monotonic()
-        self.store = RunStore(self.out)
+        self.store = RunStore.attach(self.out)
         self.finished = False
 
     def ingest(self, batches: dict, shard: int = 0) -> None:
@@ -166,12 +166,13 @@ class Collector:
                    locust={"time_scale": st.time_scale, "backend": st.backend, **self.info})
         s["complete"] = complete
         s["wall_s"] = round(time.monotonic() - self.t_start, 3)
-        s["schedulers"] = {name: self._lane_summary(lane, write_jobs) for name, lane in self.lanes.items()}
-        self.store.write_summary(s)
-        (self.out / "summary.md").write_text(report.render(s))
+        lanes = {name: self._lane_summary(lane) for name, lane in self.lanes.items()}
+        s["schedulers"] = {name: out for name, (out, _) in lanes.items()}
+        self.store.commit(s, [(name, st.backend, rec) for name, (_, rec) in lanes.items()] if write_jobs else [])
+        self.store.write_text("summary.md", report.render(s))
         return s
 
-    def _lane_summary(self, lane: LaneLog, write_jobs: bool) -> dict:
+    def _lane_summary(self, lane: LaneLog) -> tuple[dict, Recorder]:
         plan, st = self.plan, self.plan.settings
         jobs = [lane.jobs[jid] for jid in sorted(lane.sent)]
         rec = Recorder(jobs)
@@ -202,10 +203,7 @@ class Collector:
         out["time_scale"] = st.time_scale
         out["latency_clock"] = ("wall seconds (real control-plane latency, not scaled)" if st.wall
                                 else "virtual seconds (simulated scheduler, time-scaled)")
-        if write_jobs:
-            self.store.append_jobs(lane.name, st.backend, rec)
-            self.store.write_timeseries(lane.name, rec)
-        return out
+        return out, rec
 
 
 def _short(v) -> str:

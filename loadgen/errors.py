@@ -1,0 +1,8 @@
+"""The one error type of bad input. Every entry (scenario, trace, flags, paths, profiles) raises a
+subclass with a message of one line naming the file or flag, the field and what was expected; the
+CLI prints it after `gangstorm: error:` and exits with status 2."""
+from __future__ import annotations
+
+
+class UserError(ValueError):
+    """Bad input: one line, exit status 2, nothing written."""
