@@ -35,9 +35,10 @@ class RunOptions:
     extra: dict = field(default_factory=dict)
 
 
-def run(scenario: Scenario, opts: RunOptions) -> dict:
+def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> dict:
+    """Every scheduler on one plan (built here unless the caller validated and built it already)."""
     t_start = time.monotonic()
-    plan = plan_run(scenario, opts.trace)
+    plan = plan or plan_run(scenario, opts.trace)
     run_id = new_run_id(scenario.name)
     out = Path(opts.out_dir) if opts.out_dir else Path(opts.results_root) / run_id
     summary = header(run_id, scenario, plan)

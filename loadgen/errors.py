@@ -6,3 +6,10 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Bad input: one line, exit status 2, nothing written."""
+
+
+class TraceError(UserError):
+    """A bad trace file (gangstorm JSONL or openb CSV)."""
+
+    def __init__(self, source: str, where: str, expected: str):
+        super().__init__(f"{source}: {where}: {expected}")

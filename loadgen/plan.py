@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen import chaos as chaos_mod
+from loadgen import limits
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
@@ -46,6 +47,7 @@ def workload_for(scenario: Scenario, trace: str | None = None) -> tuple[list[Job
         if csv else load_trace(path)
     if wl["trace_limit"] is not None:
         jobs = jobs[: wl["trace_limit"]]
+    limits.check_trace_jobs(jobs, str(path), scenario)
     churn = wl["churn_multiplier"] if csv else 1.0
     jobs = compress(jobs, churn)
     info = describe(jobs, churn, wl["target_allocation"], 0.0, fleet["nodes"] * fleet["gpus_per_node"],
@@ -61,6 +63,9 @@ def plan_run(scenario: Scenario, trace: str | None = None) -> RunPlan:
     horizon = scenario.data["duration_h"] * 3600.0
     if jobs and (trace or scenario.section("workload")["trace"]):
         horizon = max(j.submit_s for j in jobs) or horizon      # a replay lasts as long as its trace
+    limits.check_chaos(scenario, horizon)
+    limits.check_run_length(scenario, horizon + scenario.data["drain_h"] * 3600.0,
+                            trace or scenario.section("workload")["trace"])
     chaos = chaos_mod.plan(scenario.data["chaos"], fleet.nodes, fleet.gpus_per_node, horizon, scenario.seed)
     return RunPlan(jobs=jobs, workload_info=info, fleet=fleet, chaos=chaos, horizon_s=horizon,
                    end_s=horizon + scenario.data["drain_h"] * 3600.0,

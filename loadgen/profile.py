@@ -28,7 +28,10 @@ from typing import Any
 
 import yaml
 
+from loadgen import yamlfile
 from loadgen.errors import UserError
+
+MAX_VALUE = 1e9             # no timing or size parameter comes near: ms, us, bytes or s
 
 # "unsourced" marks a value awaiting measurement: allowed while a profile is being built, never in a
 # shipped one (tests/test_profiles.py), and a result that used one says so.
@@ -99,9 +102,9 @@ def load(name_or_path: str | None = None) -> Profile:
         shipped = ", ".join(sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")))
         raise ProfileError(src, "", f"no such profile (shipped: {shipped}; or give a path)")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
-        raise ProfileError(src, "", f"not a readable YAML profile ({type(e).__name__})") from None
+        raw = yamlfile.read(path)
+    except yamlfile.YamlFileError as e:
+        raise ProfileError(src, e.where, e.expected) from None
     if not isinstance(raw, dict):
         raise ProfileError(src, "", "expected a mapping with name, parameters and (optionally) validation")
     params: dict[str, dict[str, Param]] = {}
@@ -123,8 +126,9 @@ def _param(v: Any, src: str, where: str) -> Param:
     if not isinstance(v, dict):
         raise ProfileError(src, where, "expected {value, unit, provenance, source[, command]}")
     value = v.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ProfileError(src, f"{where}.value", f"expected a finite number >= 0, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 <= value <= MAX_VALUE):
+        raise ProfileError(src, f"{where}.value", f"expected a finite number in [0, {MAX_VALUE:g}], got {value!r}")
     prov = v.get("provenance")
     if prov not in PROVENANCES:
         raise ProfileError(src, f"{where}.provenance", f"expected one of {', '.join(PROVENANCES)}, got {prov!r}")

@@ -6,13 +6,13 @@ exit status 2); nothing here prints or exits.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from loadgen import profile as profiles
+from loadgen import yamlfile
 from loadgen.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.profile import Profile, ProfileError
@@ -26,6 +26,10 @@ class ScenarioError(UserError):
         self.source, self.field, self.expected = source, field, expected
         where = f"{source}: {field}" if field else source
         super().__init__(f"{where}: {expected}")
+
+
+MAX_MAGNITUDE = 1e12        # any unbounded numeric field: far beyond sense, well inside float and int64
+MAX_STRING = 4096
 
 
 def _type_name(t) -> str:
@@ -51,6 +55,12 @@ def _leaf(value: Any, spec: Field, src: str, path: str) -> Any:
             value = float(value)
         else:
             raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(src, path, f"expected a finite number, got {value!r}")
+    if isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE and spec.hi is None:
+        raise ScenarioError(src, path, f"expected a number of magnitude at most {MAX_MAGNITUDE:g}, got {value!r}")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise ScenarioError(src, path, f"expected a string of at most {MAX_STRING} characters, got {len(value):,}")
     if spec.choices is not None and value not in spec.choices:
         raise ScenarioError(src, path, f"expected one of {', '.join(map(str, spec.choices))}, got {value!r}")
     if spec.lo is not None and value < spec.lo:
@@ -84,7 +94,7 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
         return {str(k): validate(v, spec.item, src, f"{path}.{k}") for k, v in value.items()}
     if not isinstance(value, dict):
         raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
-    unknown = sorted(set(value) - set(spec))
+    unknown = sorted(map(str, set(value) - set(spec)))
     if unknown:
         where = f"{path}.{unknown[0]}" if path else str(unknown[0])
         raise ScenarioError(src, where, f"unknown key (known: {', '.join(sorted(spec))})")
@@ -112,6 +122,22 @@ def _check_mix(data: dict, src: str) -> None:
                                     f"expected <= fleet.gpus_per_node ({gpn}), got {s['gpus']}")
     if not data["fleet"]["gpu_models"] or sum(data["fleet"]["gpu_models"].values()) <= 0:
         raise ScenarioError(src, "fleet.gpu_models", "expected at least one model with a positive weight")
+    for name, c in classes.items():
+        if c["shapes"] and sum(s["weight"] for s in c["shapes"]) <= 0:
+            raise ScenarioError(src, f"workload.classes.{name}.shapes", "expected at least one shape with a positive weight")
+        d = c["duration_s"]
+        if d["max"] is not None and d["max"] < d["median"]:
+            raise ScenarioError(src, f"workload.classes.{name}.duration_s.max",
+                                f"expected >= median ({d['median']:g}), got {d['max']:g}")
+    nodes = data["fleet"]["nodes"]
+    for i, e in enumerate(data["chaos"]):
+        if e["until_s"] is not None and e["until_s"] < e["at_s"]:
+            raise ScenarioError(src, f"chaos[{i}].until_s", f"expected >= at_s ({e['at_s']:g}), got {e['until_s']:g}")
+        if e["kind"] == "node_failure" and e["nodes"] > nodes:
+            raise ScenarioError(src, f"chaos[{i}].nodes", f"expected <= fleet.nodes ({nodes:,}), got {e['nodes']:,}")
+        if e["kind"] == "fragmentation_prefill" and e["gpus_per_node"] > gpn:
+            raise ScenarioError(src, f"chaos[{i}].gpus_per_node", f"expected <= fleet.gpus_per_node ({gpn}), "
+                                f"got {e['gpus_per_node']}")
 
 
 @dataclass
@@ -206,15 +232,14 @@ def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = 
 
 def load(path: str | Path, profile: Profile | str | None = None) -> Scenario:
     src = str(path)
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).exists():
         raise ScenarioError(src, "", "no such scenario file")
     try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise ScenarioError(src, where, f"not valid YAML ({getattr(e, 'problem', e)})") from None
-    if raw is not None and not isinstance(raw, dict):
+        raw = yamlfile.read(path)
+    except yamlfile.YamlFileError as e:
+        raise ScenarioError(src, e.where, e.expected) from None
+    if raw is None:
+        raise ScenarioError(src, "", "is empty; expected a scenario mapping (`{}` runs every default; see scenarios/)")
+    if not isinstance(raw, dict):
         raise ScenarioError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
     return from_dict(raw, src, profile)

@@ -66,6 +66,7 @@ class ListOf:
 
 
 NUM = (int, float)
+YEAR_S = 365 * 86400
 
 SHAPE = {
     "members": Field(int, lo=1, hi=4096),
@@ -76,8 +77,8 @@ SHAPE = {
 JOB_CLASS = {
     "share": Field(NUM, lo=0, hi=1),                   # fraction of jobs in this class
     "shapes": ListOf(SHAPE),                           # (members, gpus per member, weight)
-    "duration_s": {"median": Field(NUM, lo=1), "sigma": Field(NUM, 1.0, lo=0, hi=5),
-                   "max": Field(NUM, None, lo=1, nullable=True)},
+    "duration_s": {"median": Field(NUM, lo=1, hi=YEAR_S), "sigma": Field(NUM, 1.0, lo=0, hi=5),
+                   "max": Field(NUM, None, lo=1, hi=YEAR_S, nullable=True)},
     "priority": Field(int, 0),
 }
 
@@ -88,7 +89,7 @@ CHAOS_EVENT = {
     "rate_per_h": Field(NUM, 60.0, lo=0),              # evictions: members per hour
     "nodes": Field(int, 16, lo=1),                     # node_failure: how many nodes
     "recover_after_s": Field(NUM, None, lo=0, nullable=True),
-    "bytes": Field(int, 2 * 1024**3, lo=1),            # etcd_pressure: bytes written
+    "bytes": Field(int, 2 * 1024**3, lo=1, hi=1024**4),  # etcd_pressure: bytes written
     "object_bytes": Field(int, 1024**2, lo=1024, hi=1536 * 1024),
     "fill_fraction": Field(NUM, 0.3, lo=0, hi=1),      # prefill: fraction of nodes touched
     "gpus_per_node": Field(int, 1, lo=1, hi=64),       # prefill: GPUs pinned on each
@@ -269,8 +270,8 @@ SCENARIO = {
         "active_util": Field(NUM, 0.7, lo=0.01, hi=1),
     },
     "ceiling": {
-        "multipliers": ListOf(Field(NUM, lo=0.01), default=[1, 3, 6, 12, 24, 48, 96]),
-        "duration_h": Field(NUM, 2.0, lo=0.01),
+        "multipliers": ListOf(Field(NUM, lo=0.01, hi=1000), default=[1, 3, 6, 12, 24, 48, 96]),
+        "duration_h": Field(NUM, 2.0, lo=0.01, hi=24 * 30),
     },
 }
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from faker import Faker
 
+from loadgen import limits
 from loadgen.model.job import Job
 from loadgen.scenario import Scenario
 
@@ -93,6 +94,8 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     total_gpus = fleet["nodes"] * fleet["gpus_per_node"]
     base_rate = offered * total_gpus / e_gpu_s
     rate = base_rate * churn
+    limits.check_generated_shapes(scenario)
+    limits.check_jobs_expected(scenario, rate * horizon, rate)
 
     rng = np.random.default_rng(seed)
     # Poisson process: exponential gaps, drawn in one go with headroom, cut at the horizon.

@@ -61,7 +61,7 @@ def test_a_broken_profile_is_one_line_and_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"gangstorm: error: scenarios/baseline-3x.yaml: profile: {bad}: parameters.kube.cycle_base_ms.value: "
-        "expected a finite number >= 0, got nan"]
+        "expected a finite number in [0, 1e+09], got nan"]
 
 
 def test_a_result_quotes_its_held_out_error_in_one_line():

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, scenario_from
+from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_float, scenario_from
 
 
 def add_parser(sub) -> None:
@@ -14,34 +14,46 @@ def add_parser(sub) -> None:
     p.add_argument("--schedulers")
     add_overrides(p, "nodes", "seed")
     p.add_argument("--multipliers", help="comma-separated churn multipliers (default: scenario ceiling.multipliers)")
-    p.add_argument("--duration-h", dest="ceiling_duration_h", type=float,
+    p.add_argument("--duration-h", dest="ceiling_duration_h", type=positive_float,
                    help="horizon at the scenario's own churn (sets ceiling.duration_h)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
     p.set_defaults(func=main)
 
 
+def parse_multipliers(text: str) -> list[float]:
+    try:
+        ms = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        ms = []
+    if not ms or not all(LO <= m <= HI for m in ms):       # also refuses nan and inf
+        raise UsageError(f"--multipliers: expected comma-separated numbers in [{LO:g}, {HI:g}], got {text!r}")
+    if len(set(ms)) != len(ms):
+        raise UsageError(f"--multipliers: expected each multiplier once, got {text!r}")
+    return ms
+
+
+LO, HI = 0.01, 1000.0          # the range of workload.churn_multiplier
+
+
 def main(args) -> int:
     from loadgen.ceiling import sweep
-    from loadgen.storage import new_run_id
+    from loadgen.storage import atomic_write
+    from loadgen.storage import check_out_dir, new_run_id
+    if args.out:
+        check_out_dir(args.out)
     sc = scenario_from(args)
     over = {}
-    if args.multipliers:
-        try:
-            ms = [float(x) for x in args.multipliers.split(",") if x.strip()]
-        except ValueError:
-            raise UsageError(f"--multipliers: expected comma-separated numbers, got {args.multipliers!r}") from None
-        if not ms or min(ms) <= 0:
-            raise UsageError(f"--multipliers: expected positive numbers, got {args.multipliers!r}")
-        over["ceiling.multipliers"] = ms
+    if args.multipliers is not None:
+        over["ceiling.multipliers"] = parse_multipliers(args.multipliers)
     if args.ceiling_duration_h is not None:
         over["ceiling.duration_h"] = args.ceiling_duration_h
     if over:
         sc = sc.with_overrides(**over)
     names = parse_schedulers(args.schedulers, sc)
     out = Path(args.out) if args.out else Path("results") / (new_run_id(sc.name) + "-ceiling")
+    check_out_dir(out)
     result = sweep(sc, names, out, progress=lambda label, f: print(f"  {label}", file=sys.stderr))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ceiling.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write(out / "ceiling.json", json.dumps(result, indent=2) + "\n")
     slo = result["slo"]["admission_p99_s"]
     print(f"SLO: admission p99 <= {slo} s and <= 1% never admitted")
     print(f"{'scheduler':<10} {'ceiling':>10}   p99 by churn multiplier")

@@ -32,6 +32,9 @@ def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
     bad = [n for n in names if n not in SCHEDULERS]
     if bad or not names:
         raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {text!r}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"--schedulers: expected each scheduler once, got {', '.join(twice)} twice in {text!r}")
     return names
 
 
@@ -67,7 +70,7 @@ def _positive(kind, noun: str):
             v = kind(text)
         except ValueError:
             v = None
-        if v is None or not v > 0 or v == float("inf"):
+        if v is None or not v > 0 or v == float("inf") or v != v:
             raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
         return v
     parse.__name__ = f"positive_{kind.__name__}"
@@ -75,6 +78,7 @@ def _positive(kind, noun: str):
 
 
 positive_int = _positive(int, "integer")
+positive_float = _positive(float, "number")
 
 
 class ProgressBar:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import ProgressBar, add_overrides, add_targets, parse_schedulers, scenario_from
+from loadgen.cli.common import UsageError, ProgressBar, add_overrides, add_targets, parse_schedulers, scenario_from
 
 
 def add_parser(sub) -> None:
@@ -18,20 +18,36 @@ def add_parser(sub) -> None:
     p.set_defaults(func=main)
 
 
+def check_trace_flags(args) -> None:
+    """A replay keeps its trace's own times: flags that would reshape a generated workload are refused
+    rather than ignored (an openb CSV, whose times are compressed by the churn multiplier, takes --churn)."""
+    if not args.trace:
+        return
+    if args.duration_h is not None:
+        raise UsageError("--duration-h: not used with --trace (a replay lasts as long as its trace; "
+                         "set workload.trace_limit to replay fewer jobs)")
+    if args.churn is not None and not args.trace.endswith(".csv"):
+        raise UsageError("--churn: not used with a JSONL --trace (it replays its recorded submit times; "
+                         "export it again with --churn)")
+
+
 def main(args) -> int:
     from loadgen.comparative import RunOptions, run
-    from loadgen.traces import TraceError
+    from loadgen.plan import plan_run
+    from loadgen.storage import check_out_dir
+    if args.out:
+        check_out_dir(args.out)
+    check_trace_flags(args)
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers, scenario)
-    if args.trace and not Path(args.trace).is_file():
-        raise TraceError(args.trace, "file", "no such trace file")
     bar = None if args.quiet else ProgressBar()
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
                       time_scale=args.time_scale, trace=args.trace, progress=bar)
+    plan = plan_run(scenario, args.trace)           # every input checked before anything is written
     fleet = scenario.section("fleet")
     print(f"gangstorm: {scenario.name}: {fleet['nodes']:,} nodes x {fleet['gpus_per_node']} GPUs, "
           f"{scenario.data['duration_h']} h, schedulers {', '.join(names)} ({args.backend})", file=sys.stderr)
-    summary = run(scenario, opts)
+    summary = run(scenario, opts, plan)
     if bar:
         bar.done()
     out = Path(summary["_dir"])

@@ -1,7 +1,10 @@
 """gangstorm trace export|show: write a scenario's workload as JSONL, or describe a trace file."""
 from __future__ import annotations
 
-from loadgen.cli.common import add_overrides, scenario_from
+import os
+from pathlib import Path
+
+from loadgen.cli.common import UsageError, add_overrides, scenario_from
 
 
 def add_parser(sub) -> None:
@@ -10,7 +13,7 @@ def add_parser(sub) -> None:
     e = tsub.add_parser("export", help="write a scenario's seeded workload to a JSONL trace")
     e.add_argument("scenario")
     e.add_argument("output", help="JSONL file to write")
-    add_overrides(e, "nodes", "seed")
+    add_overrides(e, "nodes", "seed", "churn", "duration_h")
     e.set_defaults(func=export)
     s = tsub.add_parser("show", help="summarize a JSONL trace or an openb pod CSV")
     s.add_argument("trace")
@@ -20,6 +23,7 @@ def add_parser(sub) -> None:
 def export(args) -> int:
     from loadgen.traces import export_jsonl
     from loadgen.workload import generate
+    check_output_file(args.output)
     sc = scenario_from(args)
     jobs, info = generate(sc)
     export_jsonl(jobs, args.output, {"scenario": sc.name, "seed": sc.seed, "nodes": sc.section("fleet")["nodes"],
@@ -27,6 +31,22 @@ def export(args) -> int:
     print(f"wrote {len(jobs):,} jobs to {args.output} ({info.arrival_rate_per_s:.3f} jobs/s, "
           f"{info.churn_multiplier:g}x churn)")
     return 0
+
+
+def check_output_file(path: str) -> None:
+    """A file we may write: not a directory, not under a file, in a writable folder."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{path}: expected a file to write, got a directory")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{path}: expected a file to write, but {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise UsageError(f"{path}: expected a writable directory, {parent} is not writable")
+            break
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{path}: expected a writable file, it is read-only")
 
 
 def show(args) -> int:
