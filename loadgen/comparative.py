@@ -32,6 +32,7 @@ class RunOptions:
     trace: str | None = None
     progress: Callable[[str, float], None] | None = None
     jobs_csv: bool = True
+    on_start: Callable[[Path], None] | None = None   # called once the run folder exists
     extra: dict = field(default_factory=dict)
 
 
@@ -43,6 +44,8 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     out = Path(opts.out_dir) if opts.out_dir else Path(opts.results_root) / run_id
     summary = header(run_id, scenario, plan)
     store = RunStore.create(out, summary)
+    if opts.on_start:
+        opts.on_start(out)
     try:
         for name in opts.schedulers:
             summary["running"] = name

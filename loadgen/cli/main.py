@@ -7,20 +7,21 @@ script (which inherits SIGINT as ignored).
 """
 from __future__ import annotations
 
-import argparse
-import importlib
+import os
 import signal
 import sys
 
 SUBCOMMANDS = ("run", "ceiling", "trace", "calibrate", "profile", "locust")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):          # argparse's own errors: one line, status 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
+def build_parser():
+    import argparse
+    import importlib
 
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):          # argparse's own errors: one line, status 2
+            self.exit(2, f"{self.prog}: error: {message}\n")
 
-def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gangstorm", description="Load and chaos testbed for GPU gang schedulers.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:
@@ -64,12 +65,19 @@ def _interrupted() -> str:
 
 
 def console() -> int:
-    """The installed `gangstorm` command: once main has returned, a late signal must not turn the
-    exit into a traceback, so both are ignored while the interpreter shuts down."""
+    """The installed `gangstorm` command. Once main has returned, a late signal must not turn the
+    exit into a traceback, so both are blocked while the interpreter shuts down; after an interrupt
+    the status is 130 even if the interrupt landed inside an import (CPython then marks the process
+    to re-raise SIGINT at exit), so that exit skips the interpreter's shutdown."""
     try:
-        return main()
+        code = main()
     finally:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -41,12 +41,13 @@ def main(args) -> int:
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers, scenario)
     bar = None if args.quiet else ProgressBar()
-    opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
-                      time_scale=args.time_scale, trace=args.trace, progress=bar)
     plan = plan_run(scenario, args.trace)           # every input checked before anything is written
     fleet = scenario.section("fleet")
-    print(f"gangstorm: {scenario.name}: {fleet['nodes']:,} nodes x {fleet['gpus_per_node']} GPUs, "
-          f"{scenario.data['duration_h']} h, schedulers {', '.join(names)} ({args.backend})", file=sys.stderr)
+    banner = (f"gangstorm: {scenario.name}: {fleet['nodes']:,} nodes x {fleet['gpus_per_node']} GPUs, "
+              f"{scenario.data['duration_h']} h, schedulers {', '.join(names)} ({args.backend})")
+    opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
+                      time_scale=args.time_scale, trace=args.trace, progress=bar,
+                      on_start=lambda out: print(f"{banner} -> {out}/", file=sys.stderr))
     summary = run(scenario, opts, plan)
     if bar:
         bar.done()

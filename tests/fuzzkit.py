@@ -1,0 +1,93 @@
+"""Running the gangstorm CLI in-process on generated input, and judging the outcome.
+
+The promise every case is held to: exit 2 with one `gangstorm: error:` line and nothing written,
+or exit 0 with a complete, consistent run folder; never a traceback, never past a time bound,
+never a file outside the run folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.cli.main import main
+from loadgen.storage import verify
+
+TIME_BOUND_S = 30.0
+OUTCOMES: Counter = Counter()          # per test: "error", "ran" (read by test_bad_input_fuzz's report)
+
+
+class TimeBoundExceeded(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+    written: list[str]                 # files created in the sandbox besides the inputs and the run folder
+    out: Path
+    summary: dict | None = None        # the run folder's summary.json, read before the sandbox goes
+
+
+def _alarm(signum, frame):
+    raise TimeBoundExceeded(f"no answer within {TIME_BOUND_S:g} s")
+
+
+def run_cli(argv: list[str], files: dict[str, bytes], out_name: str = "out") -> Outcome:
+    """argv with {dir} replaced by a fresh sandbox folder holding `files`; cwd is the sandbox."""
+    with tempfile.TemporaryDirectory(prefix="gs-fuzz-") as d:
+        sandbox = Path(d)
+        for name, data in files.items():
+            (sandbox / name).parent.mkdir(parents=True, exist_ok=True)
+            (sandbox / name).write_bytes(data)
+        inputs = {Path(name).parts[0] for name in files}
+        argv = [a.replace("{dir}", d) for a in argv]
+        cwd = os.getcwd()
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+        out, err = io.StringIO(), io.StringIO()
+        os.chdir(d)
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as e:          # argparse's own one-line errors
+                    code = e.code if isinstance(e.code, int) else 2
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            os.chdir(cwd)
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        run_dir = sandbox / out_name
+        written = sorted(str(p.relative_to(sandbox)) for p in sandbox.rglob("*")
+                         if p.relative_to(sandbox).parts[0] not in inputs | {out_name})
+        changed = [name for name, data in files.items() if (sandbox / name).read_bytes() != data]
+        assert changed == [], f"inputs changed: {changed}"
+        outcome = Outcome(code, out.getvalue(), err.getvalue(), written, run_dir)
+        check(outcome)
+        if (run_dir / "summary.json").is_file():
+            outcome.summary = json.loads((run_dir / "summary.json").read_text())
+        return outcome
+
+
+def check(o: Outcome) -> None:
+    lines = o.stderr.strip().splitlines()
+    assert o.code in (0, 2), (o.code, o.stderr)
+    assert o.written == [], o.written
+    if o.code == 2:
+        OUTCOMES["error"] += 1
+        assert len(lines) == 1 and lines[0].startswith("gangstorm") and "error: " in lines[0], o.stderr
+        assert not o.out.exists(), "a refused input left a run folder"
+    else:
+        OUTCOMES["ran"] += 1
+        if o.out.exists() and (o.out / "summary.json").exists():
+            assert verify(o.out) == []
