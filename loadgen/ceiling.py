@@ -8,7 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from loadgen.comparative import RunOptions, run
+from loadgen.plan import preflight
 from loadgen.scenario import Scenario
+
+
+def point(scenario: Scenario, m: float, base_h: float, base_churn: float) -> Scenario:
+    horizon_h = max(base_h * base_churn / m, 0.05)
+    return scenario.with_overrides(**{"workload.churn_multiplier": m, "duration_h": horizon_h,
+                                      "warmup_h": horizon_h / 4, "drain_h": horizon_h / 2})
 
 
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, progress=None) -> dict:
@@ -17,10 +24,10 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, progress=Non
     base_h = cfg["duration_h"]
     slo = scenario.data["slo"]
     points: dict[str, list[dict]] = {n: [] for n in schedulers}
-    for m in sorted(cfg["multipliers"]):
-        horizon_h = max(base_h * base_churn / m, 0.05)
-        sc = scenario.with_overrides(**{"workload.churn_multiplier": m, "duration_h": horizon_h,
-                                        "warmup_h": horizon_h / 4, "drain_h": horizon_h / 2})
+    sweep_points = [(m, point(scenario, m, base_h, base_churn)) for m in sorted(cfg["multipliers"])]
+    for _, sc in sweep_points:
+        preflight(sc)                   # every point's input checked before the first run
+    for m, sc in sweep_points:
         if progress:
             progress(f"churn {m:g}x", 0.0)
         s = run(sc, RunOptions(schedulers=schedulers, out_dir=out_dir / f"churn-{m:g}x", jobs_csv=False))

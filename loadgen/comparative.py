@@ -17,7 +17,7 @@ from loadgen.plan import RunPlan, plan_run
 from loadgen.recorder import Recorder
 from loadgen.runner import VirtualClock, WallClock, run as drive
 from loadgen.scenario import Scenario
-from loadgen.storage import RunStore, new_run_id
+from loadgen.storage import RunStore, fresh_run_dir, new_run_id
 from loadgen.summary import header, scheduler_result
 from loadgen.timescale import scaled_chaos, scaled_job
 
@@ -41,7 +41,7 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     t_start = time.monotonic()
     plan = plan or plan_run(scenario, opts.trace)
     run_id = new_run_id(scenario.name)
-    out = Path(opts.out_dir) if opts.out_dir else Path(opts.results_root) / run_id
+    out = Path(opts.out_dir) if opts.out_dir else fresh_run_dir(opts.results_root, run_id)
     summary = header(run_id, scenario, plan)
     store = RunStore.create(out, summary)
     if opts.on_start:

@@ -56,6 +56,15 @@ def workload_for(scenario: Scenario, trace: str | None = None) -> tuple[list[Job
     return jobs, info
 
 
+def preflight(scenario: Scenario) -> None:
+    """What plan_run would refuse in a generated workload, without generating it (for sweeps)."""
+    from loadgen.workload import preflight as workload_preflight
+    horizon = scenario.data["duration_h"] * 3600.0
+    workload_preflight(scenario)
+    limits.check_chaos(scenario, horizon)
+    limits.check_run_length(scenario, horizon + scenario.data["drain_h"] * 3600.0, None)
+
+
 def plan_run(scenario: Scenario, trace: str | None = None) -> RunPlan:
     jobs, info = workload_for(scenario, trace)
     jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))

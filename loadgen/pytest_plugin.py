@@ -35,6 +35,7 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
     """Callable: run a scenario (cached per arguments for the session) and return summary.json."""
     from loadgen.comparative import RunOptions, run
     from loadgen.scenario import load
+    from loadgen.storage import fresh_run_dir
 
     cache: dict = {}
     root = pytestconfig.getoption("--gangstorm-results")
@@ -47,7 +48,7 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
             if dotted:
                 sc = sc.with_overrides(**dotted)
             names = schedulers.split(",") if schedulers else list(sc.data["schedulers_enabled"])
-            out = Path(root) / f"run-{len(cache)}" if root else tmp_path_factory.mktemp("gangstorm")
+            out = fresh_run_dir(root, f"run-{len(cache)}") if root else tmp_path_factory.mktemp("gangstorm")
             summary = run(sc, RunOptions(schedulers=names, out_dir=out))
             cache[key] = json.loads((out / "summary.json").read_text())
             cache[key]["_dir"] = summary["_dir"]

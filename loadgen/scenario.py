@@ -32,6 +32,23 @@ MAX_MAGNITUDE = 1e12        # any unbounded numeric field: far beyond sense, wel
 MAX_STRING = 4096
 
 
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_number(text: str) -> str:
+    """1e3 -> 1.0e+3: the spelling YAML 1.1 (PyYAML) reads as a number."""
+    mant, _, exp = text.lower().partition("e")
+    if not exp:
+        return text
+    mant = mant if "." in mant else mant + ".0"
+    return f"{mant}e{exp if exp[0] in '+-' else '+' + exp}"
+
+
 def _type_name(t) -> str:
     names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
     if isinstance(t, tuple):
@@ -53,6 +70,9 @@ def _leaf(value: Any, spec: Field, src: str, path: str) -> Any:
     if not isinstance(value, types):
         if float in types and isinstance(value, int):
             value = float(value)
+        elif (float in types or int in types) and isinstance(value, str) and _looks_numeric(value):
+            raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got the text {value!r} (YAML reads "
+                                f"{value} as text; write {_yaml_number(value)} or the plain number)")
         else:
             raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {type(value).__name__} {value!r}")
     if isinstance(value, float) and not math.isfinite(value):

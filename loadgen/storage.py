@@ -42,6 +42,15 @@ def new_run_id(scenario_name: str, clock=time.time) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock())) + f"-{scenario_name}"
 
 
+def fresh_run_dir(root: str | Path, run_id: str) -> Path:
+    """results/<run-id>, or <run-id>-2, -3, ... when a run started in the same second took it."""
+    root = Path(root)
+    path, k = root / run_id, 2
+    while path.exists():
+        path, k = root / f"{run_id}-{k}", k + 1
+    return path
+
+
 def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
     """Refuse, without writing anything, a folder a run cannot own: a file, a path under a file, a
     folder that already holds files (a second run would mix its rows into the first's), or one

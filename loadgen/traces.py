@@ -77,10 +77,10 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
             raise TraceError(src, f"{where}: {key}", f"expected >= 1, got {row[key]!r}")
     if not 0 < row["duration_s"] <= MAX_DURATION_S:
         raise TraceError(src, f"{where}: duration_s", f"expected a time in (0, {MAX_DURATION_S:.0f}] s, "
-                         f"got {row['duration_s']!r}")
+                         f"got {row['duration_s']:g}")
     if not 0 <= row["submit_s"] <= MAX_SUBMIT_S:
         raise TraceError(src, f"{where}: submit_s", f"expected a time in [0, {MAX_SUBMIT_S:.0f}] s (a year), "
-                         f"got {row['submit_s']!r}")
+                         f"got {row['submit_s']:g}")
     if "min_available" in row and not 1 <= row["min_available"] <= row["members"]:
         raise TraceError(src, f"{where}: min_available", f"expected 1 to members ({row['members']}), "
                          f"got {row['min_available']!r}")

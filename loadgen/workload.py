@@ -75,6 +75,25 @@ def _class_moments(cls: dict) -> tuple[float, float, float]:
     return eg, mean_d, eg * mean_d
 
 
+def arrival_rate(scenario: Scenario) -> float:
+    """Jobs per second the generator offers: Little's law at the offered load, times the churn."""
+    wl, fleet = scenario.section("workload"), scenario.section("fleet")
+    classes = wl["classes"]
+    shares = np.array([c["share"] for c in classes.values()], dtype=float)
+    e_gpu_s = float(sum(s * _class_moments(c)[2] for s, c in zip(shares, classes.values())))
+    offered = wl["offered_load"] if wl["offered_load"] is not None else wl["target_allocation"]
+    return offered * fleet["nodes"] * fleet["gpus_per_node"] / e_gpu_s * wl["churn_multiplier"]
+
+
+def preflight(scenario: Scenario, expected_jobs: float | None = None, rate: float | None = None) -> None:
+    """The generated workload's bounds, checked without generating it."""
+    if rate is None:
+        rate = arrival_rate(scenario)
+        expected_jobs = rate * scenario.data["duration_h"] * 3600.0
+    limits.check_generated_shapes(scenario)
+    limits.check_jobs_expected(scenario, expected_jobs, rate)
+
+
 def generate(scenario: Scenario, seed: int | None = None, duration_h: float | None = None,
              churn_multiplier: float | None = None) -> tuple[list[Job], WorkloadInfo]:
     """The job list a scenario describes, identical for the same scenario and seed."""
@@ -91,11 +110,9 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     e_gpus = float(sum(s * m[0] for s, m in zip(shares, moments)))
     e_dur = float(sum(s * m[1] for s, m in zip(shares, moments)))
     offered = wl["offered_load"] if wl["offered_load"] is not None else wl["target_allocation"]
-    total_gpus = fleet["nodes"] * fleet["gpus_per_node"]
-    base_rate = offered * total_gpus / e_gpu_s
+    base_rate = offered * fleet["nodes"] * fleet["gpus_per_node"] / e_gpu_s
     rate = base_rate * churn
-    limits.check_generated_shapes(scenario)
-    limits.check_jobs_expected(scenario, rate * horizon, rate)
+    preflight(scenario, rate * horizon, rate)
 
     rng = np.random.default_rng(seed)
     # Poisson process: exponential gaps, drawn in one go with headroom, cut at the horizon.

@@ -45,10 +45,14 @@ def run_cli(argv: list[str], files: dict[str, bytes], out_name: str = "out") -> 
     """argv with {dir} replaced by a fresh sandbox folder holding `files`; cwd is the sandbox."""
     with tempfile.TemporaryDirectory(prefix="gs-fuzz-") as d:
         sandbox = Path(d)
-        for name, data in files.items():
+        for name, data in files.items():           # "name/": an empty folder
             (sandbox / name).parent.mkdir(parents=True, exist_ok=True)
-            (sandbox / name).write_bytes(data)
-        inputs = {Path(name).parts[0] for name in files}
+            if name.endswith("/"):
+                (sandbox / name).mkdir(exist_ok=True)
+            else:
+                (sandbox / name).write_bytes(data)
+        given = {Path(name).parts[0] for name in files}
+        inputs = given - {out_name}
         argv = [a.replace("{dir}", d) for a in argv]
         cwd = os.getcwd()
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
@@ -70,23 +74,24 @@ def run_cli(argv: list[str], files: dict[str, bytes], out_name: str = "out") -> 
         run_dir = sandbox / out_name
         written = sorted(str(p.relative_to(sandbox)) for p in sandbox.rglob("*")
                          if p.relative_to(sandbox).parts[0] not in inputs | {out_name})
-        changed = [name for name, data in files.items() if (sandbox / name).read_bytes() != data]
+        changed = [name for name, data in files.items()
+                   if not name.endswith("/") and (sandbox / name).read_bytes() != data]
         assert changed == [], f"inputs changed: {changed}"
         outcome = Outcome(code, out.getvalue(), err.getvalue(), written, run_dir)
-        check(outcome)
+        check(outcome, out_given=out_name in given)
         if (run_dir / "summary.json").is_file():
             outcome.summary = json.loads((run_dir / "summary.json").read_text())
         return outcome
 
 
-def check(o: Outcome) -> None:
+def check(o: Outcome, out_given: bool = False) -> None:
     lines = o.stderr.strip().splitlines()
     assert o.code in (0, 2), (o.code, o.stderr)
     assert o.written == [], o.written
     if o.code == 2:
         OUTCOMES["error"] += 1
         assert len(lines) == 1 and lines[0].startswith("gangstorm") and "error: " in lines[0], o.stderr
-        assert not o.out.exists(), "a refused input left a run folder"
+        assert out_given or not o.out.exists(), "a refused input left a run folder"
     else:
         OUTCOMES["ran"] += 1
         if o.out.exists() and (o.out / "summary.json").exists():

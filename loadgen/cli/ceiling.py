@@ -38,7 +38,7 @@ LO, HI = 0.01, 1000.0          # the range of workload.churn_multiplier
 def main(args) -> int:
     from loadgen.ceiling import sweep
     from loadgen.storage import atomic_write
-    from loadgen.storage import check_out_dir, new_run_id
+    from loadgen.storage import check_out_dir, fresh_run_dir, new_run_id
     if args.out:
         check_out_dir(args.out)
     sc = scenario_from(args)
@@ -50,7 +50,7 @@ def main(args) -> int:
     if over:
         sc = sc.with_overrides(**over)
     names = parse_schedulers(args.schedulers, sc)
-    out = Path(args.out) if args.out else Path("results") / (new_run_id(sc.name) + "-ceiling")
+    out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)
     result = sweep(sc, names, out, progress=lambda label, f: print(f"  {label}", file=sys.stderr))
     atomic_write(out / "ceiling.json", json.dumps(result, indent=2) + "\n")

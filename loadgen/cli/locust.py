@@ -107,10 +107,10 @@ def run_group(cmd: list[str], grace_s: float = 60.0) -> int:
 
 
 def main(args) -> int:
-    from loadgen.storage import check_out_dir, new_run_id
+    from loadgen.storage import check_out_dir, fresh_run_dir, new_run_id
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers or "kube", scenario)
-    out = Path(args.out) if args.out else Path("results") / new_run_id(scenario.name)
+    out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))
     cmd = build_command(args, scenario, names, out)
     if not args.worker:
         check_out_dir(out)
