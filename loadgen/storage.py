@@ -51,17 +51,17 @@ def fresh_run_dir(root: str | Path, run_id: str) -> Path:
     return path
 
 
-def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
+def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) -> Path:
     """Refuse, without writing anything, a folder a run cannot own: a file, a path under a file, a
-    folder that already holds files (a second run would mix its rows into the first's), or one
-    that cannot be created or written."""
+    folder that already holds files (a second run would mix its rows into the first's; `reuse`
+    allows it, for caches such as calibrate's), or one that cannot be created or written."""
     p = Path(path)
     for parent in [p, *p.parents]:
         if parent.exists() and not parent.is_dir():
             what = "is" if parent == p else f"is under {parent}, which is"
             raise OutputError(f"{flag} {path}: expected a new or empty directory, but it {what} a file")
         if parent.exists():
-            if parent == p and any(p.iterdir()):
+            if parent == p and not reuse and any(p.iterdir()):
                 raise OutputError(f"{flag} {path}: expected a new or empty directory, it already holds "
                                   f"files (a previous run?); choose another {flag}")
             if not os.access(parent, os.W_OK | os.X_OK):

@@ -80,7 +80,11 @@ def read(path: str | Path) -> Any:
         raise YamlFileError(f"byte {e.start}", "expected UTF-8 text (is this a binary file?)") from None
     if "\x00" in text:
         raise YamlFileError(f"byte {text.index(chr(0))}", "expected text, found a NUL byte (is this a binary file?)")
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as e:
+        raise YamlFileError(f"character {e.position}", f"expected printable text, found {e.character:#04x} "
+                            "(is this a binary file?)") from None
     try:
         node = loader.get_single_node()
         if node is None:

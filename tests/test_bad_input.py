@@ -24,6 +24,8 @@ CASES = {
     "binary": (run(scenario=b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"),
                "{dir}/s.yaml: byte 0: expected UTF-8 text (is this a binary file?)"),
     "latin-1": (run(scenario=b"name: caf\xe9\n"), "{dir}/s.yaml: byte 9: expected UTF-8 text (is this a binary file?)"),
+    "control-character": (run(scenario=b"name: t\x07\n"),
+                          "{dir}/s.yaml: character 7: expected printable text, found 0x07 (is this a binary file?)"),
     "directory": ((["run", "{dir}", "--out", "{dir}/out"], {}), "{dir}: expected a YAML file, got a directory"),
     "empty": (run(scenario=b""), "{dir}/s.yaml: is empty; expected a scenario mapping (`{}` runs every default; "
                                  "see scenarios/)"),

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_int
+from loadgen.cli.common import UsageError, add_overrides, check_output_file, parse_schedulers, positive_int
 
 # Sizes at which each real backend runs unsaturated on a 2-core, 24 GB machine (docs/fidelity.md);
 # Ray's fleets are smaller (a raylet takes ~150 MiB and seconds to boot), so its jobs churn faster
@@ -82,6 +82,10 @@ def anchors_main(args) -> int:
 def main(args) -> int:
     from loadgen.calibration.calibrate import Options, calibrate
     from loadgen.scenario import load
+    from loadgen.storage import check_out_dir
+    check_out_dir(args.out or "results/calibration", reuse=True)   # keeps real runs to reuse
+    if args.write_profile:
+        check_output_file(args.write_profile, "--write-profile")
     if args.anchors:
         return anchors_main(args)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 from loadgen.errors import UserError
 from loadgen.model.registry import SCHEDULERS, backends
@@ -62,6 +64,22 @@ def scenario_from(args) -> Scenario:
     """The subcommand's scenario with whichever shared overrides it declared."""
     return load_with_overrides(args.scenario, profile=getattr(args, "profile", None),
                                **{d: getattr(args, d) for d in OVERRIDES if OVERRIDES[d].key and hasattr(args, d)})
+
+
+def check_output_file(path: str, flag: str = "") -> None:
+    """A file we may write: not a directory, not under a file, in a writable folder."""
+    p, name = Path(path), f"{flag} {path}" if flag else path
+    if p.is_dir():
+        raise UsageError(f"{name}: expected a file to write, got a directory")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{name}: expected a file to write, but {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise UsageError(f"{name}: expected a writable directory, {parent} is not writable")
+            break
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{name}: expected a writable file, it is read-only")
 
 
 def _positive(kind, noun: str):

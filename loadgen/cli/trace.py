@@ -1,10 +1,7 @@
 """gangstorm trace export|show: write a scenario's workload as JSONL, or describe a trace file."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from loadgen.cli.common import UsageError, add_overrides, scenario_from
+from loadgen.cli.common import add_overrides, check_output_file, scenario_from
 
 
 def add_parser(sub) -> None:
@@ -31,22 +28,6 @@ def export(args) -> int:
     print(f"wrote {len(jobs):,} jobs to {args.output} ({info.arrival_rate_per_s:.3f} jobs/s, "
           f"{info.churn_multiplier:g}x churn)")
     return 0
-
-
-def check_output_file(path: str) -> None:
-    """A file we may write: not a directory, not under a file, in a writable folder."""
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{path}: expected a file to write, got a directory")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{path}: expected a file to write, but {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise UsageError(f"{path}: expected a writable directory, {parent} is not writable")
-            break
-    if p.exists() and not os.access(p, os.W_OK):
-        raise UsageError(f"{path}: expected a writable file, it is read-only")
 
 
 def show(args) -> int:
