@@ -66,6 +66,7 @@ class ListOf:
 
 
 NUM = (int, float)
+MAX_CHURN = 100_000       # churn multipliers a ceiling search may reach (bounded work: loadgen/limits.py)
 YEAR_S = 365 * 86400
 
 SHAPE = {
@@ -101,7 +102,7 @@ SCENARIO = {
     "profile": Field(str, None, nullable=True),        # calibration profile: a shipped name or a path
     "description": Field(str, "", nullable=True),
     "seed": Field(int, 1, lo=0),
-    "duration_h": Field(NUM, 6.0, lo=0.001, hi=24 * 30),
+    "duration_h": Field(NUM, 6.0, lo=0.0001, hi=24 * 30),
     "drain_h": Field(NUM, 2.0, lo=0, hi=24 * 30),       # keep running after the last arrival
     "warmup_h": Field(NUM, 1.0, lo=0),                 # excluded from utilization/fragmentation
     "sample_every_s": Field(NUM, 60.0, lo=0.01),
@@ -118,7 +119,7 @@ SCENARIO = {
     },
     "workload": {
         "target_allocation": Field(NUM, 0.85, lo=0.01, hi=1.0),
-        "churn_multiplier": Field(NUM, 3.0, lo=0.01, hi=1000),
+        "churn_multiplier": Field(NUM, 3.0, lo=0.01, hi=MAX_CHURN),
         "offered_load": Field(NUM, None, lo=0.01, hi=10, nullable=True),
         "tenants": Field(int, 6, lo=1, hi=1000),
         "trace": Field(str, None, nullable=True),      # JSONL or openb CSV replaces the generator
@@ -269,9 +270,17 @@ SCENARIO = {
         "gpu_hour_usd": Field(NUM, 2.5, lo=0),
         "active_util": Field(NUM, 0.7, lo=0.01, hi=1),
     },
+    # gangstorm ceiling (loadgen/ceiling.py): from `start`, multiply the churn by `growth` until the
+    # SLO breaks, then bisect geometrically until the bracket is within `precision` (0.1: 10%).
+    # Every point offers the same number of jobs, so each covers the same number of job lifetimes.
     "ceiling": {
-        "multipliers": ListOf(Field(NUM, lo=0.01, hi=1000), default=[1, 3, 6, 12, 24, 48, 96]),
-        "duration_h": Field(NUM, 2.0, lo=0.01, hi=24 * 30),
+        "start": Field(NUM, None, lo=0.01, hi=MAX_CHURN, nullable=True),   # default: workload.churn_multiplier
+        "growth": Field(NUM, 2.0, lo=1.1, hi=100),
+        "precision": Field(NUM, 0.1, lo=0.01, hi=10),
+        "min_multiplier": Field(NUM, 0.01, lo=0.01, hi=MAX_CHURN),
+        "max_multiplier": Field(NUM, 10_000, lo=0.01, hi=MAX_CHURN),
+        "max_points": Field(int, 24, lo=2, hi=200),
+        "jobs": Field(int, 8000, lo=20, hi=200_000),
     },
 }
 

@@ -27,6 +27,7 @@ class WorkloadInfo:
     arrival_rate_per_s: float          # after the churn multiplier
     baseline_arrival_rate_per_s: float
     mean_gpus_per_job: float
+    mean_members_per_job: float        # pods (members) per job, measured on the jobs generated
     mean_duration_s: float             # after the churn multiplier
     churn_per_s: float                 # job starts + ends per second at steady state
     tenants: list[str]
@@ -157,7 +158,7 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     info = WorkloadInfo(
         jobs=n, churn_multiplier=churn, target_allocation=wl["target_allocation"], offered_load=offered,
         arrival_rate_per_s=rate, baseline_arrival_rate_per_s=base_rate, mean_gpus_per_job=e_gpus,
-        mean_duration_s=e_dur / churn, churn_per_s=2 * rate, tenants=tenants, source="generator")
+        mean_members_per_job=float(members.mean()) if n else 0.0, mean_duration_s=e_dur / churn, churn_per_s=2 * rate, tenants=tenants, source="generator")
     return jobs, info
 
 
@@ -165,7 +166,7 @@ def describe(jobs: list[Job], churn: float, target_allocation: float, offered: f
              source: str) -> WorkloadInfo:
     """WorkloadInfo measured from a given job list (trace replays)."""
     if not jobs:
-        return WorkloadInfo(0, churn, target_allocation, offered, 0.0, 0.0, 0.0, 0.0, 0.0, [], source)
+        return WorkloadInfo(0, churn, target_allocation, offered, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, [], source)
     span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs) or 1.0
     rate = len(jobs) / span
     gpu_s = sum(j.gpus * j.duration_s for j in jobs)
@@ -173,5 +174,6 @@ def describe(jobs: list[Job], churn: float, target_allocation: float, offered: f
         jobs=len(jobs), churn_multiplier=churn, target_allocation=target_allocation,
         offered_load=gpu_s / span / total_gpus, arrival_rate_per_s=rate, baseline_arrival_rate_per_s=rate / churn,
         mean_gpus_per_job=float(np.mean([j.gpus for j in jobs])),
+        mean_members_per_job=float(np.mean([j.members for j in jobs])),
         mean_duration_s=float(np.mean([j.duration_s for j in jobs])), churn_per_s=2 * rate,
         tenants=sorted({j.tenant for j in jobs}), source=source)

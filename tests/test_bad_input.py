@@ -86,9 +86,12 @@ CASES = {
     "trace-with-churn": (run("--trace", "{dir}/t.jsonl", "--churn", "2", files={"t.jsonl": TRACE_HEAD + job()}),
                          "--churn: not used with a JSONL --trace (it replays its recorded submit times; export it "
                          "again with --churn)"),
-    "ceiling-multipliers-inf": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--multipliers", "inf"],
-                                 {"s.yaml": SMALL}),
-                                "--multipliers: expected comma-separated numbers in [0.01, 1000], got 'inf'"),
+    "ceiling-max-multiplier-huge": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--max-multiplier", "1e9"],
+                                     {"s.yaml": SMALL}),
+                                    "--max-multiplier: expected <= 100000, got 1000000000.0 (ceiling.max_multiplier)"),
+    "ceiling-growth-below-range": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--growth", "1.01"],
+                                    {"s.yaml": SMALL}),
+                                   "--growth: expected >= 1.1, got 1.01 (ceiling.growth)"),
     # output paths
     "out-is-a-file": ((["run", "{dir}/s.yaml", "--out", "{dir}/f", "--quiet"], {"s.yaml": SMALL, "f": b"x"}),
                       "--out {dir}/f: expected a new or empty directory, but it is a file"),

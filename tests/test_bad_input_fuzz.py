@@ -33,7 +33,7 @@ BASE = {
               {"kind": "node_failure", "at_s": 120, "nodes": 2, "recover_after_s": 60},
               {"kind": "etcd_pressure", "at_s": 90, "bytes": 8 * 1024**2, "recover_after_s": 60},
               {"kind": "fragmentation_prefill", "at_s": 0, "fill_fraction": 0.25}],
-    "slo": {"admission_p99_s": 60}, "ceiling": {"multipliers": [1, 3], "duration_h": 0.05},
+    "slo": {"admission_p99_s": 60}, "ceiling": {"jobs": 50, "max_points": 2},
 }
 
 HOSTILE = st.sampled_from([
@@ -141,7 +141,7 @@ def scenario_bytes(draw) -> bytes:
 def test_generated_scenarios_end_in_one_line_or_a_complete_run(data, command):
     argv = {"run": ["run", "{dir}/s.yaml", "--out", "{dir}/out", "--quiet"],
             "trace-export": ["trace", "export", "{dir}/s.yaml", "{dir}/out/t.jsonl"],
-            "ceiling": ["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--multipliers", "1"]}[command]
+            "ceiling": ["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--max-points", "2", "--jobs", "40"]}[command]
     o = run_cli(argv, {"s.yaml": data})
     if o.code == 0 and command == "run":
         assert o.summary["complete"] is True

@@ -92,7 +92,8 @@ def _mean_ms(m, name: str, **match) -> float | None:
 
 def scheduler_figures(text: str) -> dict:
     m = parse(text, ("scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pending_pods",
-                     "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds"))
+                     "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds",
+                     "rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
     sli = _buckets(m.get("scheduler_pod_scheduling_sli_duration_seconds_bucket", []))
     attempts = m.get("scheduler_schedule_attempts_total", [])
     return {
@@ -105,6 +106,10 @@ def scheduler_figures(text: str) -> dict:
         "attempts_scheduled": int(total(attempts, result="scheduled")),
         "attempts_unschedulable": int(total(attempts, result="unschedulable")),
         "attempts_error": int(total(attempts, result="error")),
+        # busy time of the scheduling loop (every attempt, whatever its result) and of its client
+        "attempt_s_total": round(total(m.get("scheduler_scheduling_attempt_duration_seconds_sum", [])), 6),
+        "client_requests": int(total(m.get("rest_client_requests_total", []))),
+        "client_rate_limiter_wait_s": round(total(m.get("rest_client_rate_limiter_duration_seconds_sum", [])), 6),
     }
 
 

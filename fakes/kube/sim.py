@@ -122,6 +122,7 @@ class SimKube(KubeFamily):
         self.queue: list = []                       # (-priority, queued_at, seq, job_id)
         self.unschedulable: dict[int, dict[int, JobState]] = {}   # gpus per member -> jobs
         self.busy_until = 0.0
+        self.cycle_busy_s = 0.0                     # time the scheduling loop spent in cycles
         self.tick_pending = False
         self.coscheduling = bool(c["coscheduling"])
         self.cycle_ms = []
@@ -190,7 +191,7 @@ class SimKube(KubeFamily):
 
     def _tick(self, t: float) -> None:
         self.tick_pending = False
-        clock = max(t, self.busy_until)
+        clock = start = max(t, self.busy_until)
         # Attempts that cannot succeed (no node has room for one member) change nothing but the
         # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
         horizon = self._timers[0][0] if self._timers else float("inf")
@@ -205,6 +206,7 @@ class SimKube(KubeFamily):
             if not hopeless or clock >= horizon:
                 break
         self.busy_until = clock
+        self.cycle_busy_s += clock - start
         self._kick(clock)
 
     def _candidates(self, g: int, c: int) -> tuple[np.ndarray, int]:
@@ -325,4 +327,6 @@ class SimKube(KubeFamily):
                 "scheduling_cycle_ms_mean": round(float(cyc.mean()), 4),
                 "scheduling_cycle_ms_p99": round(float(np.quantile(cyc, 0.99, method="inverted_cdf")), 4),
                 "api_qps": self.cfg["api_qps"], "api_burst": self.cfg["api_burst"],
-                "coscheduling": self.coscheduling}
+                "coscheduling": self.coscheduling,
+                "busy_s": {**self.cp.busy_s(), "scheduling-cycle": round(self.cycle_busy_s, 6),
+                           "client-qps-limiter": round(self.limiter.busy_s, 6)}}

@@ -187,4 +187,8 @@ class RealKube(RealKubeFamily):
                 "client_p99_s": out["client_pod_bind_p99_s"], "scheduler_sli_p99_s": sched["sli_p99_s"]}
         if self.cfg.get("coscheduling"):
             out["coscheduling"] = "not implemented on the real backend: plain kube-scheduler ran"
+        if sched.get("attempt_s_total") is not None:
+            # what the simulated scheduler reports as busy_s, from kube-scheduler's own metrics
+            out["busy_s"] = {"scheduling-cycle": sched["attempt_s_total"],
+                             "client-qps-limiter": round(sched["client_requests"] / float(self.cfg.get("api_qps", 50)), 6)}
         return out

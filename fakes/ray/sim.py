@@ -44,6 +44,7 @@ class SimRay(SimTarget):
         self.infeasible: dict[int, JobState] = {}
         self.created = 0
         self.attempts = 0
+        self.gcs_busy_s = 0.0                  # time the placement-group scheduler spent in attempts
         self.service_ms: list[float] = []      # GCS work + commit of each created group
         self.creation_ms: list[float] = []     # registration (or reschedule) to created, retries included
 
@@ -122,9 +123,11 @@ class SimRay(SimTarget):
         js.extra.update(inflight=True, attempt_t=t)
         nodes = self._place(js, need)
         if nodes is None:
+            self.gcs_busy_s += gcs
             self._at(t + gcs, self._failed, js, self._possible(js))
         else:
             done = t + gcs + 2 * self.cfg["commit_rtt_ms"] / 1e3      # prepare + commit round trips
+            self.gcs_busy_s += done - t
             self._at(done, self._commit, js, nodes, js.run_token)
 
     def _failed(self, t: float, js: JobState, feasible: bool) -> None:
@@ -180,6 +183,7 @@ class SimRay(SimTarget):
         missed = max(0, math.ceil((t - first) / cost - 1e-9)) if cost > 0 else 0
         self._count("schedule_failures", missed)          # attempts that started before the change
         self.attempts += missed
+        self.gcs_busy_s += missed * cost
         self._at(first + missed * cost, self._resume, js)
 
     def _resume(self, t: float, js: JobState) -> None:
@@ -265,4 +269,5 @@ class SimRay(SimTarget):
                 "gcs_scheduling_ms_p99": round(float(np.percentile(ms, 99)), 4),
                 "gcs_creation_ms_p50": round(float(np.percentile(cr, 50)), 4),
                 "gcs_creation_ms_p99": round(float(np.percentile(cr, 99)), 4),
-                "infeasible_groups": len(self.infeasible)}
+                "infeasible_groups": len(self.infeasible),
+                "busy_s": {"gcs-placement-groups": round(self.gcs_busy_s, 6)}}

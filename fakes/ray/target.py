@@ -308,6 +308,8 @@ class RealRay(RealTarget):
             "node_failures": self.node_fail_log,
             "fleet_boot_s": round(self.fleet.boot_s, 2) if self.fleet.boot_s else None,
             "errors": self.errors[-10:],
+            # the GCS's own scheduling latency of every created group, summed: its busy time
+            "busy_s": {"gcs-placement-groups": round(sum(self.sched_ms) / 1000.0, 6)},
         }
 
     def _send(self, **msg: Any) -> None:

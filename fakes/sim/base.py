@@ -247,10 +247,12 @@ class SimTarget(Target):
             pending_jobs=len(self.waiting),
             partial_gangs=len(partial),
             running_jobs=len(self.active),
-            control_plane=self._live_control_plane(),
+            control_plane={**{f"{k}_total": v for k, v in self.counters.items()}, **self._live_control_plane()},
         )
 
     def _live_control_plane(self) -> dict:
+        """Control-plane gauges sampled with every snapshot (timeseries.csv's cp_* columns); the
+        counters so far are added as <name>_total."""
         return {}
 
     def control_plane(self) -> dict:

@@ -23,6 +23,12 @@ class TokenBucket:
         self.qps, self.burst = float(qps), int(burst)
         self.tokens = float(burst)
         self.t = 0.0
+        self.taken = 0
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds of emitting at the full qps that the tokens taken so far amount to."""
+        return self.taken / self.qps
 
     def acquire(self, t: float) -> float:
         """Reserve one token at or after t; returns when the request may go out."""
@@ -30,6 +36,7 @@ class TokenBucket:
             self.tokens = min(self.burst, self.tokens + (t - self.t) * self.qps)
             self.t = t
         self.tokens -= 1.0
+        self.taken += 1
         if self.tokens >= 0:
             return self.t
         return self.t + (-self.tokens) / self.qps
@@ -166,6 +173,13 @@ class ControlPlane:
                                     "outage_s": round(t - self.alarm_since, 3)})
         self.alarm, self.alarm_since, self.recovering_until = False, None, None
         self.counts["recoveries"] += 1
+
+    def busy_s(self) -> dict:
+        """Occupied time of the apiserver's mutating in-flight capacity and time etcd refused
+        writes (NOSPACE), for the ceiling's saturation analysis."""
+        served = self.counts["writes"] + self.counts["writes_refused_nospace"]
+        return {"apiserver-inflight": round(served / self.capacity_per_s, 6),
+                "etcd-quota": round(self.counts["nospace_seconds"], 6)}
 
     def figures(self) -> dict:
         return {

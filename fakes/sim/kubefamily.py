@@ -98,7 +98,10 @@ class KubeFamily(SimTarget):
         self._on_release(t)
 
     def _live_control_plane(self) -> dict:
-        return {"etcd_db_bytes": int(self.cp.db_bytes), "etcd_nospace_alarm": self.cp.alarm}
+        n = self.cp.counts
+        return {"etcd_db_bytes": int(self.cp.db_bytes), "etcd_nospace_alarm": self.cp.alarm,
+                "writes_total": n["writes"], "writes_refused_nospace_total": n["writes_refused_nospace"],
+                "api_429_total": n["api_429"]}
 
     def control_plane(self) -> dict:
         return {**super().control_plane(), **self.cp.figures()}

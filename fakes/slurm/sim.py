@@ -90,6 +90,7 @@ class SimSlurm(SimTarget):
         # locks
         self.lock_q: deque = deque()
         self.locked = False
+        self.lock_busy_s = {"rpc": 0.0, "main": 0.0, "backfill": 0.0}     # time each kind of holder held them
         # background thread
         self.tick = float(c["background_tick_s"])
         self.full_every = max(1, math.ceil(c["sched_interval_s"] / self.tick - 1e-9))   # ticks
@@ -130,6 +131,8 @@ class SimSlurm(SimTarget):
         work, args = self.lock_q.popleft()
         self.locked = True
         hold, after = work(t, *args)
+        holder = {"_main": "main", "_bf_run": "backfill"}.get(work.__name__, "rpc")
+        self.lock_busy_s[holder] += hold
         self._at(t + hold, self._unlock, after)
 
     def _unlock(self, t: float, after) -> None:
@@ -486,4 +489,6 @@ class SimSlurm(SimTarget):
                    "total_time": int(np.sum(v) * 1e6)} for k, v in self.rpcs.items()}
         return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main"),
                 **cycles(self.bf_cycles, "bf"), "bf_backfilled_jobs": self.started_by["backfill"],
-                "jobs_started_by": dict(self.started_by), "leaves_per_job_mean": round(float(lu.mean()), 4)}
+                "jobs_started_by": dict(self.started_by), "leaves_per_job_mean": round(float(lu.mean()), 4),
+                "lock_busy_s": {k: round(v, 6) for k, v in self.lock_busy_s.items()},
+                "busy_s": {"slurmctld-locks": round(sum(self.lock_busy_s.values()), 6)}}

@@ -239,6 +239,7 @@ class RealSlurm(RealTarget):
         d = self.client.sdiag()
         d["client"] = {**self.client.summary(), "submit_workers": self.workers, "poll_s": self.poll_s}
         d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": self.cluster.boot_s}
+        d["lock_busy_s"], d["busy_s"] = lock_busy(d)
         return d
 
     # ---- chaos -----------------------------------------------------------------------------
@@ -304,3 +305,14 @@ def _drained(q: queue.SimpleQueue | queue.Queue) -> Iterator:
             yield q.get_nowait()
         except queue.Empty:
             return
+
+
+def lock_busy(sdiag: dict) -> tuple[dict[str, float], dict[str, float]]:
+    """slurmctld's lock holders' time from sdiag: main and backfill cycles, and the submit and
+    completion RPCs. sdiag's RPC time includes waiting for the locks, so this is an upper bound."""
+    def cycles(prefix: str) -> float:
+        return sdiag.get(f"{prefix}_cycles", 0) * sdiag.get(f"{prefix}_mean_cycle_us", 0) / 1e6
+    rpc = sdiag.get("rpc") or {}
+    rpc_s = sum(rpc.get(k, {}).get("total_time", 0) for k in ("REQUEST_SUBMIT_BATCH_JOB", "REQUEST_COMPLETE_BATCH_SCRIPT")) / 1e6
+    parts = {"rpc": round(rpc_s, 6), "main": round(cycles("main"), 6), "backfill": round(cycles("bf"), 6)}
+    return parts, {"slurmctld-locks": round(sum(parts.values()), 6)}

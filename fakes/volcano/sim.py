@@ -635,4 +635,7 @@ class SimVolcano(KubeFamily):
         ms = np.array(self.session_ms) if self.session_ms else np.zeros(1)
         return {**super().control_plane(),
                 "session_ms_mean": round(float(ms.mean()), 4),
-                "session_ms_max": round(float(ms.max()), 4)}
+                "session_ms_max": round(float(ms.max()), 4),
+                "busy_s": {**self.cp.busy_s(), "volcano-session": round(float(sum(self.session_ms)) / 1000.0, 6),
+                           "client-qps-limiter": round(self.limiter.busy_s, 6),
+                           "controller-qps-limiter": round(self.ctrl.busy_s, 6)}}

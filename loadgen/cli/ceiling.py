@@ -1,4 +1,5 @@
-"""gangstorm ceiling SCENARIO: per scheduler, the highest churn multiplier that keeps the SLO."""
+"""gangstorm ceiling SCENARIO: per scheduler, search the churn multiplier at which the SLO breaks,
+and name the control-plane component that saturated there."""
 from __future__ import annotations
 
 import json
@@ -6,62 +7,81 @@ import sys
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_float, scenario_from
+from loadgen.scenario import ScenarioError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ceiling", help="sweep churn multipliers; report where each scheduler breaks its SLO")
+    p = sub.add_parser(
+        "ceiling", help="search each scheduler's churn ceiling (SLO break point) and what saturated",
+        description="From --start (default: the scenario's churn multiplier) multiply the churn by --growth "
+                    "until the admission SLO breaks, then bisect until the bracket is within --precision. "
+                    "Every point offers --jobs jobs. With --backend real each point starts the real scheduler.")
     p.add_argument("scenario")
     p.add_argument("--schedulers")
     add_overrides(p, "nodes", "seed")
-    p.add_argument("--multipliers", help="comma-separated churn multipliers (default: scenario ceiling.multipliers)")
-    p.add_argument("--duration-h", dest="ceiling_duration_h", type=positive_float,
-                   help="horizon at the scenario's own churn (sets ceiling.duration_h)")
+    p.add_argument("--backend", choices=("sim", "real"), default="sim")
+    p.add_argument("--time-scale", type=positive_float, default=None,
+                   help="real backend: virtual seconds per wall second (default 1: the control plane at its own speed)")
+    p.add_argument("--slo-p99-s", dest="slo_p99_s", type=positive_float,
+                   help="admission p99 SLO in seconds (default: the scenario's slo.admission_p99_s)")
+    p.add_argument("--start", type=positive_float, help="first churn multiplier (sets ceiling.start)")
+    p.add_argument("--growth", type=positive_float, help="factor between points until the SLO breaks (ceiling.growth)")
+    p.add_argument("--precision", type=positive_float, help="stop when broken/met <= 1 + this (ceiling.precision)")
+    p.add_argument("--max-multiplier", dest="max_multiplier", type=positive_float,
+                   help="largest multiplier tried (ceiling.max_multiplier)")
+    p.add_argument("--max-points", dest="max_points", type=int, help="points per scheduler at most (ceiling.max_points)")
+    p.add_argument("--jobs", type=int, help="jobs offered at every point (ceiling.jobs)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
     p.set_defaults(func=main)
 
 
-def parse_multipliers(text: str) -> list[float]:
-    try:
-        ms = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        ms = []
-    if not ms or not all(LO <= m <= HI for m in ms):       # also refuses nan and inf
-        raise UsageError(f"--multipliers: expected comma-separated numbers in [{LO:g}, {HI:g}], got {text!r}")
-    if len(set(ms)) != len(ms):
-        raise UsageError(f"--multipliers: expected each multiplier once, got {text!r}")
-    return ms
-
-
-LO, HI = 0.01, 1000.0          # the range of workload.churn_multiplier
+FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision": "ceiling.precision",
+               "max_multiplier": "ceiling.max_multiplier", "max_points": "ceiling.max_points",
+               "jobs": "ceiling.jobs", "slo_p99_s": "slo.admission_p99_s"}
 
 
 def main(args) -> int:
     from loadgen.ceiling import sweep
-    from loadgen.storage import atomic_write
-    from loadgen.storage import check_out_dir, fresh_run_dir, new_run_id
+    from loadgen.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
     if args.out:
         check_out_dir(args.out)
     sc = scenario_from(args)
-    over = {}
-    if args.multipliers is not None:
-        over["ceiling.multipliers"] = parse_multipliers(args.multipliers)
-    if args.ceiling_duration_h is not None:
-        over["ceiling.duration_h"] = args.ceiling_duration_h
-    if over:
-        sc = sc.with_overrides(**over)
+    for flag, field in FLAG_FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                sc = sc.with_overrides(**{field: value})     # validated as the file's own value would be
+            except ScenarioError as e:
+                raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
     names = parse_schedulers(args.schedulers, sc)
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)
-    result = sweep(sc, names, out, progress=lambda label, f: print(f"  {label}", file=sys.stderr))
-    atomic_write(out / "ceiling.json", json.dumps(result, indent=2) + "\n")
-    slo = result["slo"]["admission_p99_s"]
-    print(f"SLO: admission p99 <= {slo} s and <= 1% never admitted")
-    print(f"{'scheduler':<10} {'ceiling':>10}   p99 by churn multiplier")
-    for n, c in result["ceiling"].items():
-        best = c["ceiling_churn_multiplier"]
-        label = "none" if best is None else f"{best:g}x" + ("+" if c["beyond_sweep"] else "")
-        pts = "  ".join(f"{p['churn_multiplier']:g}x:{p['p99_s']:.1f}s" if p["p99_s"] is not None else
-                        f"{p['churn_multiplier']:g}x:n/a" for p in result["points"][n])
-        print(f"{n:<10} {label:>10}   {pts}")
+    time_scale = args.time_scale if args.time_scale is not None else 1.0
+    result = sweep(sc, names, out, backend=args.backend, time_scale=time_scale,
+                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    atomic_write(out / "ceiling.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+    print(render(result))
     print(f"results: {out}/ceiling.json")
     return 0
+
+
+def render(result: dict) -> str:
+    slo = result["slo"]["admission_p99_s"]
+    lines = [f"SLO: admission p99 <= {slo:g} s and <= 1% never admitted; {result['nodes']:,} nodes, "
+             f"{result['jobs_per_point']:,} jobs per point, backend {result['backend']}",
+             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated at the break"]
+    for n, c in result["ceiling"].items():
+        best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
+        label = "none" if best is None else f"{best:g}x"
+        cap = f" (search cap: {c['cap']})" if c["cap"] else ""
+        load = c["evidence"]["load"].get(c["saturated"]) if c["saturated"] and c["evidence"] else None
+        sat = "n/a" if bad is None else (c["saturated"] or "none near full (waited for GPUs)")
+        if load is not None:
+            sat += f" (load {load:.2f})"
+        lines.append(f"{n:<10} {label:>9} {('-' if bad is None else f'{bad:g}x'):>9} "
+                     f"{_num(c['jobs_per_s']):>8} {_num(c['pods_per_s']):>8} {c['points_run']:>6}  {sat}{cap}")
+    return "\n".join(lines)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:,.1f}"

@@ -1,0 +1,154 @@
+"""The ceiling search: geometric growth then bisection, its caps, the saturated component named
+from busy time, and whole searches on the simulated fleet (small here, 10,000 nodes when slow)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fakes.sim.controlplane import TokenBucket
+from loadgen import saturation
+from loadgen.ceiling import SearchSpec, search
+from simkit import job, sim
+from conftest import ROOT
+
+
+def threshold(limit):
+    return lambda m: m <= limit
+
+
+def test_search_grows_until_broken_then_bisects_to_the_precision():
+    found = search(threshold(37.0), SearchSpec(start=3, growth=2, precision=0.1))
+    assert [m for m, _ in found["tried"]] == [3, 6, 12, 24, 48, 33.94, 40.36, 37.01]
+    assert (found["ceiling"], found["broke_at"], found["cap"]) == (33.94, 37.01, None)
+    assert found["broke_at"] / found["ceiling"] <= 1.1
+
+
+def test_search_shrinks_when_the_start_is_already_broken():
+    found = search(threshold(0.3), SearchSpec(start=3, growth=2, precision=0.1))
+    assert [m for m, _ in found["tried"]][:5] == [3, 1.5, 0.75, 0.375, 0.1875]
+    assert found["ceiling"] <= 0.3 < found["broke_at"] and found["cap"] is None
+
+
+def test_search_names_the_cap_that_stopped_it():
+    assert search(threshold(1e9), SearchSpec(start=3, hi=20))["cap"] == "max_multiplier"
+    assert search(threshold(1e9), SearchSpec(start=3, hi=20))["ceiling"] == 20
+    low = search(threshold(0.0), SearchSpec(start=3, lo=1))
+    assert (low["cap"], low["ceiling"], low["broke_at"]) == ("min_multiplier", None, 1)
+    few = search(threshold(37.0), SearchSpec(start=3, max_points=4))
+    assert few["cap"] == "max_points" and len(few["tried"]) == 4
+
+
+def test_token_bucket_busy_time_is_tokens_at_full_qps():
+    b = TokenBucket(qps=5, burst=2)
+    for _ in range(10):
+        b.acquire(0.0)
+    assert b.busy_s == 2.0
+
+
+def test_the_busiest_component_at_or_above_saturation_is_named():
+    r = {"control_plane": {"busy_s": {"scheduling-cycle": 30.0, "client-qps-limiter": 95.0}, "api_429": 3}}
+    s = saturation.saturated(r, 100.0)
+    assert (s["component"], s["utilization"]) == ("client-qps-limiter", 0.95)
+    assert s["evidence"]["load"] == {"client-qps-limiter": 0.95, "scheduling-cycle": 0.3}
+    assert s["evidence"]["api_429"] == 3
+
+
+def test_no_component_is_named_below_saturation():
+    r = {"control_plane": {"busy_s": {"gcs-placement-groups": 50.0}}, "alloc_util": 0.9}
+    assert saturation.saturated(r, 100.0)["component"] is None
+
+
+def test_a_late_generator_is_blamed_before_any_scheduler_component():
+    r = {"control_plane": {"busy_s": {"slurmctld-locks": 99.0}}, "generator_lateness_s": {"p99": 2.0}}
+    assert saturation.saturated(r, 100.0)["component"] == "load-generator"
+
+
+def test_kube_cycle_busy_time_is_the_sum_of_its_cycles():
+    jobs = [job(i, 1, gpus=4, t=float(i), dur=5.0) for i in range(20)]     # always fits: no failed attempts
+    target, _, _ = sim("kube", jobs, nodes=16)
+    cp = target.control_plane()
+    assert cp.get("failed_attempts", 0) == 0 and len(target.cycle_ms) == 20
+    assert cp["busy_s"]["scheduling-cycle"] == pytest.approx(sum(target.cycle_ms) / 1000.0, abs=1e-6)
+    assert cp["busy_s"]["client-qps-limiter"] == pytest.approx(target.limiter.taken / target.cfg["api_qps"])
+
+
+def test_slurm_lock_busy_time_adds_up_its_holders():
+    jobs = [job(i, 1, gpus=8, t=i * 0.5, dur=30.0) for i in range(60)]
+    target, _, _ = sim("slurm", jobs, nodes=16)
+    cp = target.control_plane()
+    assert cp["busy_s"]["slurmctld-locks"] == pytest.approx(sum(cp["lock_busy_s"].values()), abs=1e-5)
+    assert cp["lock_busy_s"]["rpc"] == pytest.approx(
+        (len(cp["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]) and cp["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]["count"]
+         + cp["rpc"]["REQUEST_COMPLETE_BATCH_SCRIPT"]["count"]) * target.cfg["rpc_ms"] / 1000.0, abs=1e-6)
+
+
+# A fleet a fifth of the default's gangs would crowd: gangs of at most 8 nodes, so GPUs are never
+# what admission waits for and only the control plane can break the SLO.
+SMALL = """\
+name: ceiling-small
+seed: 5
+fleet: {nodes: 512}
+workload:
+  target_allocation: 0.5
+  churn_multiplier: 3
+  classes:
+    small:
+      share: 0.9
+      shapes: [{members: 1, gpus: 1, weight: 0.6}, {members: 1, gpus: 8, weight: 0.4}]
+      duration_s: {median: 1800, sigma: 1.0}
+    large:
+      share: 0.1
+      shapes: [{members: 4, gpus: 8, weight: 0.5}, {members: 8, gpus: 8, weight: 0.5}]
+      duration_s: {median: 7200, sigma: 0.8}
+slo: {admission_p99_s: 10}
+ceiling: {jobs: 1500, precision: 0.25, max_multiplier: 4000}
+"""
+
+
+def ceiling_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "loadgen.cli.main", "ceiling", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_scheduler(tmp_path):
+    (tmp_path / "s.yaml").write_text(SMALL)
+    p = ceiling_cli("s.yaml", "--out", "c1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "c1" / "ceiling.json").read_text())
+    # slurmctld's locks are far cheaper per job than the others' serial paths: on 512 nodes it
+    # still keeps the SLO where the search stops (4000x, ~140 jobs/s), and says so
+    others = {n: c for n, c in res["ceiling"].items() if n != "slurm"}
+    slurm = res["ceiling"]["slurm"]
+    assert (slurm["cap"], slurm["ceiling_churn_multiplier"], slurm["broke_at_churn_multiplier"]) == \
+        ("max_multiplier", 4000, None)
+    assert "(search cap: max_multiplier)" in p.stdout
+    for name, c in others.items():
+        assert c["cap"] is None, (name, c)
+        assert c["ceiling_churn_multiplier"] < c["broke_at_churn_multiplier"] <= 1.25 * c["ceiling_churn_multiplier"]
+        assert c["saturated"] in saturation.COMPONENTS, (name, c)
+        assert c["jobs_per_s"] > 0 and c["pods_per_s"] >= c["jobs_per_s"]
+        pts = {p["churn_multiplier"]: p for p in res["points"][name]}
+        assert pts[c["ceiling_churn_multiplier"]]["met"] and not pts[c["broke_at_churn_multiplier"]]["met"]
+        assert f"{name:<10}" in p.stdout and c["saturated"] in p.stdout
+    # the same scenario and seed search the same points to the same verdicts
+    again = ceiling_cli("s.yaml", "--out", "c2", cwd=tmp_path)
+    res2 = json.loads((tmp_path / "c2" / "ceiling.json").read_text())
+    strip = lambda r: json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
+                                  for n, pts in r["points"].items()}, sort_keys=True)
+    assert again.returncode == 0 and strip(res) == strip(res2) and res["ceiling"] == res2["ceiling"]
+
+
+@pytest.mark.slow
+def test_at_10000_nodes_every_scheduler_has_a_finite_ceiling_and_a_named_bottleneck(tmp_path):
+    p = ceiling_cli(str(ROOT / "scenarios" / "ceiling-10k.yaml"), "--out", str(tmp_path / "c"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "c" / "ceiling.json").read_text())
+    assert res["nodes"] == 10_000
+    got = {n: (c["cap"], c["saturated"]) for n, c in res["ceiling"].items()}
+    assert got == {"kube": (None, "client-qps-limiter"), "volcano": (None, "controller-qps-limiter"),
+                   "ray": (None, "gcs-placement-groups"), "slurm": (None, "slurmctld-locks")}
+    for c in res["ceiling"].values():
+        assert c["broke_at_churn_multiplier"] / c["ceiling_churn_multiplier"] <= 1.1
