@@ -5,6 +5,7 @@ leaves results/<run-id>/summary.json with "complete": false and what it had meas
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ class RunOptions:
     trace: str | None = None
     progress: Callable[[str, float], None] | None = None
     jobs_csv: bool = True
+    report: bool = True                        # report.html at the end (ceiling points skip it)
     on_start: Callable[[Path], None] | None = None   # called once the run folder exists
     extra: dict = field(default_factory=dict)
 
@@ -61,7 +63,21 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
         store.write_summary(summary)
         store.write_text("summary.md", report.render(summary))
     summary["_dir"] = str(out)
+    if opts.report:
+        write_report(out)
     return summary
+
+
+def write_report(out: Path) -> Path | None:
+    """report.html of a finished run (`gangstorm report` rebuilds it, also for a partial run). The
+    results are already on disk, so a report that fails to build is a warning, not a failed run."""
+    from loadgen.html import build
+    try:
+        return build(out)
+    except Exception as e:          # noqa: BLE001 (the run's own files stand without the page)
+        print(f"gangstorm: warning: report.html not written ({type(e).__name__}: {e}); "
+              f"retry with `gangstorm report {out}`", file=sys.stderr)
+        return None
 
 
 def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,

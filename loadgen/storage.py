@@ -1,4 +1,5 @@
-"""results/<run-id>/: summary.json, summary.md, jobs.csv and timeseries.csv, consistent at every moment.
+"""results/<run-id>/: summary.json, summary.md, jobs.csv and timeseries.csv, consistent at every moment
+(report.html is built from them afterwards: loadgen/html/).
 
 A run folder is created whole (a hidden staging folder holding summary.json is renamed into place),
 so it never exists without a valid summary.json. Each scheduler's rows are committed with its
@@ -30,6 +31,7 @@ JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gp
                "finished_s", "evictions", "outcome", "reason"]
 SERIES_HEADER = ["scheduler", "t", "gpus_allocated", "gpus_partial", "gpus_stranded",
                  "pending_jobs", "partial_gangs", "running_jobs"]
+CP_PREFIX = "cp_"     # then a target's own control-plane gauges (Snapshot.control_plane), one column each
 CSVS = ("jobs.csv", "timeseries.csv")
 CREATED: list[Path] = []        # run folders this process created, for the CLI's "interrupted" line
 
@@ -154,19 +156,42 @@ class RunStore:
             self._write_summary(self.dir, summary)
 
     def _stage(self, name: str, rows) -> tuple[Path, dict[str, int]]:
+        if name == "timeseries.csv":
+            return self._stage_series(rows)
         path, tmp = self.dir / name, self.dir / f".{name}.staged"
         if path.exists():
             shutil.copyfile(path, tmp)
         else:
-            tmp.write_text(",".join(JOBS_HEADER if name == "jobs.csv" else SERIES_HEADER) + "\n")
+            tmp.write_text(",".join(JOBS_HEADER) + "\n")
         counts = {}
         with open(tmp, "a", newline="") as f:
             w = csv.writer(f)
             for scheduler, backend, rec in rows:
-                lines = _job_rows(scheduler, backend, rec) if name == "jobs.csv" else _series_rows(scheduler, rec)
+                lines = _job_rows(scheduler, backend, rec)
                 w.writerows(lines)
                 counts[scheduler] = len(lines)
         return tmp, counts
+
+    def _stage_series(self, rows) -> tuple[Path, dict[str, int]]:
+        """timeseries.csv is rewritten whole: each scheduler brings its own control-plane gauges, and
+        the header is the fixed columns plus every cp_* column any scheduler so far has (sorted)."""
+        path, tmp = self.dir / "timeseries.csv", self.dir / ".timeseries.csv.staged"
+        old: list[dict] = []
+        cp = set()
+        if path.exists():
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                old = list(reader)
+                cp.update(k for k in reader.fieldnames or () if k.startswith(CP_PREFIX))
+        new = {scheduler: [_series_row(scheduler, s) for s in rec.samples] for scheduler, _, rec in rows}
+        cp = sorted(cp | {k for lines in new.values() for r in lines for k in r if k.startswith(CP_PREFIX)})
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, SERIES_HEADER + cp, restval="")
+            w.writeheader()
+            w.writerows(old)
+            for lines in new.values():
+                w.writerows(lines)
+        return tmp, {scheduler: len(lines) for scheduler, lines in new.items()}
 
 
 def _job_rows(scheduler: str, backend: str, rec: Recorder) -> list[list]:
@@ -183,9 +208,30 @@ def _job_rows(scheduler: str, backend: str, rec: Recorder) -> list[list]:
     return out
 
 
-def _series_rows(scheduler: str, rec: Recorder) -> list[list]:
-    return [[scheduler, _f(s.t), s.gpus_allocated, s.gpus_partial, s.gpus_stranded,
-             s.pending_jobs, s.partial_gangs, s.running_jobs] for s in rec.samples]
+def _series_row(scheduler: str, s) -> dict:
+    row = {"scheduler": scheduler, "t": _f(s.t), "gpus_allocated": s.gpus_allocated, "gpus_partial": s.gpus_partial,
+           "gpus_stranded": s.gpus_stranded, "pending_jobs": s.pending_jobs, "partial_gangs": s.partial_gangs,
+           "running_jobs": s.running_jobs}
+    for k, v in _gauges(s.control_plane).items():
+        row[CP_PREFIX + k] = v
+    return row
+
+
+def _gauges(cp: dict, prefix: str = "", depth: int = 0) -> dict[str, str]:
+    """The numeric figures of a snapshot's control-plane dict as CSV cells: booleans as 0/1, nested
+    dicts (a real backend's scrapes) flattened with _ up to two levels; text and lists left out."""
+    out: dict[str, str] = {}
+    for k, v in cp.items():
+        key = f"{prefix}{k}".replace(",", "_")
+        if isinstance(v, (bool, np.bool_)):
+            out[key] = "1" if v else "0"
+        elif isinstance(v, (int, np.integer)):
+            out[key] = str(int(v))
+        elif isinstance(v, (float, np.floating)):
+            out[key] = _f(float(v)) if np.isfinite(v) else ""
+        elif isinstance(v, dict) and depth < 2:
+            out.update(_gauges(v, f"{key}_", depth + 1))
+    return out
 
 
 def verify(run_dir: str | Path) -> list[str]:

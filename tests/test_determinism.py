@@ -20,6 +20,7 @@ def test_same_seed_twice_gives_identical_numbers(tmp_path):
     a = run(sc, RunOptions(schedulers=["kube", "volcano", "ray", "slurm"], out_dir=tmp_path / "a"))
     b = run(sc, RunOptions(schedulers=["kube", "volcano", "ray", "slurm"], out_dir=tmp_path / "b"))
     assert json.dumps(strip(a), sort_keys=True) == json.dumps(strip(b), sort_keys=True)
-    assert (tmp_path / "a" / "jobs.csv").read_text() == (tmp_path / "b" / "jobs.csv").read_text()
+    for name in ("jobs.csv", "timeseries.csv"):          # timeseries with its control-plane columns
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
     c = run(sc.with_overrides(seed=99), RunOptions(schedulers=["kube"], out_dir=tmp_path / "c"))
     assert c["schedulers"]["kube"]["admission_s"] != a["schedulers"]["kube"]["admission_s"]

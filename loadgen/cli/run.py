@@ -53,5 +53,6 @@ def main(args) -> int:
         bar.done()
     out = Path(summary["_dir"])
     print((out / "summary.md").read_text())
-    print(f"results: {out}/summary.json, summary.md, jobs.csv, timeseries.csv")
+    page = ", report.html" if (out / "report.html").exists() else ""
+    print(f"results: {out}/summary.json, summary.md, jobs.csv, timeseries.csv{page}")
     return 0

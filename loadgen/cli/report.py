@@ -1,0 +1,28 @@
+"""gangstorm report RUN_DIR: (re)build report.html from a run folder or a ceiling folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadgen.cli.common import check_output_file
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="rebuild report.html of a run folder (or a ceiling folder)",
+                       description="Writes one self-contained HTML page (figures as inline SVG, no script, no "
+                                   "network) from summary.json, jobs.csv and timeseries.csv, or from ceiling.json. "
+                                   "Works on a partial run (\"complete\": false).")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="results/<run-id>/ (or a `gangstorm ceiling` folder)")
+    p.add_argument("--out", help="file to write (default RUN_DIR/report.html)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from loadgen.html import REPORT, write
+    from loadgen.html.data import load
+    folder = load(args.run_dir)                     # a bad folder is refused before anything is written
+    out = Path(args.out) if args.out else Path(args.run_dir) / REPORT
+    check_output_file(str(out), "--out" if args.out else "")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = write(folder, out)
+    print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    return 0
