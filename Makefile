@@ -9,6 +9,11 @@ SCENARIO ?= scenarios/baseline-3x.yaml
 TEST_DEPS :=
 -include mk/*.mk
 
+# Every real backend's dependencies. Fragments depend on this name, not on $(TEST_DEPS), because a
+# rule's prerequisites are expanded when make reads it, before later fragments have added theirs.
+.PHONY: real-deps
+real-deps: $(TEST_DEPS)
+
 .PHONY: venv run test test-fast bench clean
 venv: $(STAMP)
 

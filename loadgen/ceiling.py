@@ -138,14 +138,23 @@ def measure(summary: dict, name: str, m: float) -> dict:
 
 
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str = "sim",
-          time_scale: float = 60.0, progress=None) -> dict:
-    """Search each scheduler's ceiling; every point is a run under out_dir/<scheduler>/."""
+          time_scale: float = 60.0, progress=None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Search each scheduler's ceiling; every point is a run under out_dir/<scheduler>/.
+
+    checkpoint(result) gets the result so far after every point ("complete": false until the last
+    scheduler's search ends), so an interrupted search keeps the points it ran."""
     spec = SearchSpec.from_scenario(scenario)
     njobs = int(scenario.data["ceiling"]["jobs"])
     for m in (spec.start, spec.hi):       # the input of the first and busiest points checked before any run
         preflight(point(scenario, _round(min(max(m, spec.lo), spec.hi)), njobs))
     points: dict[str, list[dict]] = {}
     ceiling: dict[str, dict] = {}
+
+    def result(complete: bool) -> dict:
+        return {"scenario": scenario.name, "slo": scenario.data["slo"], "backend": backend,
+                "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": njobs, "search": spec.__dict__,
+                "complete": complete, "points": points, "ceiling": ceiling}
+
     for name in schedulers:
         pts: dict[float, dict] = {}
 
@@ -156,6 +165,9 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
                     RunOptions(schedulers=[name], backend=backend, time_scale=time_scale,
                                out_dir=out_dir / name / f"churn-{m:g}x", jobs_csv=False, report=False))
             pts[m] = measure(s, name, m)
+            points[name] = [pts[k] for k in sorted(pts)]
+            if checkpoint:
+                checkpoint(result(False))
             if progress:
                 p = pts[m]
                 verdict_ = "met" if p["met"] else ("BROKEN (unsustained)" if p["slo_met"] else "BROKEN")
@@ -164,11 +176,8 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
             return pts[m]["met"]
 
         found = search(met, spec)
-        points[name] = [pts[m] for m in sorted(pts)]
         ceiling[name] = verdict(found, pts)
-    slo = scenario.data["slo"]
-    return {"scenario": scenario.name, "slo": slo, "backend": backend, "nodes": scenario.section("fleet")["nodes"],
-            "jobs_per_point": njobs, "search": spec.__dict__, "points": points, "ceiling": ceiling}
+    return result(True)
 
 
 def _busiest(p: dict) -> str:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from loadgen import report
+from loadgen import hostcpu, report
+from loadgen.errors import BackendError, UserError
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
 from loadgen.plan import RunPlan, plan_run
@@ -68,6 +69,18 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     return summary
 
 
+def with_host_cpu(cp: dict, share: float | None, drive_s: float, window_s: float) -> dict:
+    """A wall-clock run's control-plane figures with this machine's CPU while it was driven: the
+    share of all cores busy, and as busy_s["host-cpu"] the same share of the arrival window, so
+    the ceiling's load table puts the machine next to the scheduler's own components."""
+    if share is None:
+        return cp
+    cp = dict(cp)
+    cp["host_cpu"] = {"busy_share": share, "cores": hostcpu.cores(), "driven_s": round(drive_s, 3)}
+    cp["busy_s"] = {**(cp.get("busy_s") or {}), "host-cpu": round(share * window_s, 6)}
+    return cp
+
+
 def write_report(out: Path) -> Path | None:
     """report.html of a finished run (`gangstorm report` rebuilds it, also for a partial run). The
     results are already on disk, so a report that fails to build is a warning, not a failed run."""
@@ -102,10 +115,22 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
     progress = (lambda f: opts.progress(name, f)) if opts.progress else None
     t0 = time.monotonic()
     try:
-        target.start()
+        try:
+            target.start()
+        except (KeyboardInterrupt, UserError):
+            raise
+        except Exception as e:
+            if not wall:
+                raise
+            logs = f"; logs in {run_dir}" if run_dir else ""
+            raise BackendError(f"{name} ({opts.backend}) did not start: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}{logs}") from e
         clock = WallClock() if wall else VirtualClock()
+        cpu0, d0 = (hostcpu.read(), time.monotonic()) if wall else (None, 0.0)
         end = drive(target, jobs, chaos, plan.end_s / scale, sample_s, rec, clock, progress, stop_when_done=wall)
         cp = target.control_plane()
+        if wall:
+            cp = with_host_cpu(cp, hostcpu.busy_share(cpu0, hostcpu.read()), time.monotonic() - d0, (hi - lo) / scale)
     finally:
         target.stop()
     result = scheduler_result(rec, scenario, name, opts.backend, end, plan.fleet.total_gpus, cp)

@@ -13,3 +13,8 @@ class TraceError(UserError):
 
     def __init__(self, source: str, where: str, expected: str):
         super().__init__(f"{source}: {where}: {expected}")
+
+
+class BackendError(RuntimeError):
+    """A real backend that failed to start or died (not bad input): one line naming the scheduler,
+    the cause and where its logs are; the CLI exits with status 1 and keeps what was recorded."""

@@ -3,7 +3,8 @@
 Every backend reports `control_plane["busy_s"]`, the seconds each serial resource was occupied
 (a scheduling loop's cycles, a client rate limiter's tokens at its full qps, slurmctld's locks,
 the GCS placement-group scheduler, the apiserver's mutating in-flight capacity, etcd refusing
-writes under NOSPACE). Divided by the arrival window it is the load the arrivals put on that
+writes under NOSPACE; on real backends also the machine's cores, as the share busy while the point
+ran). Divided by the arrival window it is the load the arrivals put on that
 resource (busy seconds per second of arrivals; work left over from the window is done in the
 drain and still counts, so it can exceed 1): the resource that holds admission back reaches 1
 first, while the ones behind it cannot. The load generator's own lateness
@@ -23,12 +24,13 @@ COMPONENTS = {
     "gcs-placement-groups": "the GCS placement-group scheduler (one group at a time)",
     "slurmctld-locks": "slurmctld's locks (submit and completion RPCs, main cycles, backfill)",
     "load-generator": "the load generator itself (it sent later than the intended submit time)",
+    "host-cpu": "this machine's cores (real backends: the control plane, the fake fleet and the generator share them)",
 }
 
 # control-plane figures quoted next to the loads when a backend reports them
 EVIDENCE = ("api_429", "nospace_seconds", "writes_refused_nospace", "scheduling_cycle_ms_mean", "api_qps",
             "session_ms_mean", "session_ms_max", "gcs_service_ms_mean", "gcs_max_groups_per_s", "lock_busy_s",
-            "main_mean_cycle_us", "bf_mean_cycle_us", "rpc")
+            "main_mean_cycle_us", "bf_mean_cycle_us", "rpc", "host_cpu")
 
 SATURATED = 0.8          # a load at or above this counts as saturated
 GENERATOR_LATE_S = 0.5   # generator lateness p99 beyond this: the point measures the generator

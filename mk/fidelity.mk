@@ -5,7 +5,7 @@
 .PHONY: fidelity anchors
 FIDELITY_SCHEDULERS ?= slurm,ray,kube,volcano
 
-fidelity: $(STAMP) $(TEST_DEPS)
+fidelity: $(STAMP) real-deps
 	$(BIN)/gangstorm calibrate --schedulers $(FIDELITY_SCHEDULERS) --profile local \
 	  --write-profile fakes/profiles/local.yaml --out results/calibration
 

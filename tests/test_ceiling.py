@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from fakes.sim.controlplane import TokenBucket
-from loadgen import saturation
+from loadgen import hostcpu, saturation
+from loadgen.comparative import with_host_cpu
 from loadgen.ceiling import SearchSpec, search
 from simkit import job, sim
 from conftest import ROOT
@@ -64,6 +65,26 @@ def test_no_component_is_named_below_saturation():
 def test_a_late_generator_is_blamed_before_any_scheduler_component():
     r = {"control_plane": {"busy_s": {"slurmctld-locks": 99.0}}, "generator_lateness_s": {"p99": 2.0}}
     assert saturation.saturated(r, 100.0)["component"] == "load-generator"
+
+
+def test_host_cpu_share_is_busy_jiffies_over_all_jiffies(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n")
+    before = hostcpu.read(str(stat))
+    assert before == hostcpu.CpuTimes(busy=150, total=1000)
+    stat.write_text("cpu  200 10 90 850 50 0 0 0 0 0\n")
+    after = hostcpu.read(str(stat))
+    assert hostcpu.busy_share(before, after) == 0.75            # 150 busy of 200 jiffies
+    assert hostcpu.busy_share(after, before) is None and hostcpu.read(str(tmp_path / "absent")) is None
+
+
+def test_a_busy_machine_is_named_next_to_the_schedulers_components():
+    cp = with_host_cpu({"busy_s": {"scheduling-cycle": 12.0}}, 0.93, drive_s=130.0, window_s=100.0)
+    assert cp["busy_s"] == {"scheduling-cycle": 12.0, "host-cpu": 93.0}
+    assert cp["host_cpu"]["busy_share"] == 0.93
+    s = saturation.saturated({"control_plane": cp}, 100.0)
+    assert s["component"] == "host-cpu" and s["evidence"]["host_cpu"]["driven_s"] == 130.0
+    assert with_host_cpu({"busy_s": {}}, None, 1.0, 1.0) == {"busy_s": {}}
 
 
 def test_kube_cycle_busy_time_is_the_sum_of_its_cycles():
@@ -139,6 +160,9 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     strip = lambda r: json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
                                   for n, pts in r["points"].items()}, sort_keys=True)
     assert again.returncode == 0 and strip(res) == strip(res2) and res["ceiling"] == res2["ceiling"]
+    # the search's folder holds its page (the ceiling curve) and a complete ceiling.json
+    assert res["complete"] is True and "report.html (the ceiling curve)" in p.stdout
+    assert "Control-plane ceiling: p99 admission against churn" in (tmp_path / "c1" / "report.html").read_text()
 
 
 @pytest.mark.slow

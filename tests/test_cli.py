@@ -1,5 +1,6 @@
 """gangstorm run / trace from the command line: files written, schema, partial results."""
 import json
+import os
 import subprocess
 import sys
 
@@ -69,3 +70,18 @@ def test_interrupted_run_leaves_a_partial_summary(tmp_path):
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["complete"] is False
     assert "interrupted" in err
+
+
+def test_a_real_backend_that_cannot_start_is_one_line_and_keeps_the_run_folder(tmp_path):
+    # kube's binaries are looked up in GANGSTORM_BIN_DIR: an empty one makes the start fail at once
+    env = {**os.environ, "GANGSTORM_BIN_DIR": str(tmp_path / "no-bins")}
+    (tmp_path / "no-bins").mkdir()
+    r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", "scenarios/ceiling-real.yaml",
+                        "--backend", "real", "--schedulers", "kube", "--out", str(tmp_path / "run")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr and err[-1].startswith("gangstorm: error: kube (real) did not start: ")
+    assert "make k8s-bins" in err[-1] and f"partial results kept in {tmp_path / 'run'}" in err[-1]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["complete"] is False and s["schedulers"] == {}

@@ -42,6 +42,9 @@ FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision"
 
 def main(args) -> int:
     from loadgen.ceiling import sweep
+    from loadgen.comparative import write_report
+    from loadgen import storage
+    from loadgen.errors import BackendError
     from loadgen.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
     if args.out:
         check_out_dir(args.out)
@@ -57,11 +60,21 @@ def main(args) -> int:
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)
     time_scale = args.time_scale if args.time_scale is not None else 1.0
-    result = sweep(sc, names, out, backend=args.backend, time_scale=time_scale,
-                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
-    atomic_write(out / "ceiling.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+
+    def save(result: dict) -> None:
+        atomic_write(out / "ceiling.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+
+    try:
+        result = sweep(sc, names, out, backend=args.backend, time_scale=time_scale,
+                       progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True), checkpoint=save)
+    except (KeyboardInterrupt, BackendError):
+        if (out / "ceiling.json").exists():
+            storage.CREATED.append(out)     # the line the CLI prints names the search's folder, not a point's
+        raise
+    save(result)
+    page = write_report(out)
     print(render(result))
-    print(f"results: {out}/ceiling.json")
+    print(f"results: {out}/ceiling.json" + (", report.html (the ceiling curve)" if page else ""))
     return 0
 
 

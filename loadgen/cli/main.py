@@ -44,16 +44,25 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        from loadgen.errors import UserError
+        from loadgen.errors import BackendError, UserError
         args = build_parser().parse_args(argv)
         try:
             return int(args.func(args) or 0)
         except UserError as e:
             print(f"gangstorm: error: {e}", file=sys.stderr)
             return 2
+        except BackendError as e:
+            print(f"gangstorm: error: {e}{_kept()}", file=sys.stderr)
+            return 1
     except KeyboardInterrupt:
         print(_interrupted(), file=sys.stderr)
         return 130
+
+
+def _kept() -> str:
+    storage = sys.modules.get("loadgen.storage")
+    folders = storage.CREATED if storage else []
+    return f"; partial results kept in {folders[-1]}" if folders else ""
 
 
 def _interrupted() -> str:
@@ -61,7 +70,8 @@ def _interrupted() -> str:
     folders = storage.CREATED if storage else []
     if not folders:
         return "gangstorm: interrupted before any result was written"
-    return f"gangstorm: interrupted; partial results kept in {folders[-1]} (summary.json has \"complete\": false)"
+    kept = "ceiling.json" if (folders[-1] / "ceiling.json").exists() else "summary.json"
+    return f"gangstorm: interrupted; partial results kept in {folders[-1]} ({kept} has \"complete\": false)"
 
 
 def console() -> int:

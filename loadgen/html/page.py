@@ -318,6 +318,10 @@ def render_ceiling(data: CeilingData) -> str:
             f'{text(num(c.get("nodes")))} nodes; {text(num(c.get("jobs_per_point")))} jobs per point; SLO: admission '
             f'p99 &lt;= {text(num(slo_s))} s and at most 1% never admitted.</p></header>',
             '<section id="ceiling"><h2>Ceiling per scheduler</h2>']
+    if c.get("complete") is False:
+        body.insert(2, '<p class="banner" id="partial"><b>Partial search</b> ("complete": false): the sweep was '
+                       'interrupted; the points below are the ones it ran, and schedulers without a ceiling row '
+                       'had not finished their search.</p>')
     if ceil:
         body.append("<table><thead><tr><th>scheduler</th>" + "".join(f'<th class="num">{h}</th>' for h, _ in CEILING_COLS)
                     + "<th>saturated at the break</th><th>search cap</th></tr></thead><tbody>")
