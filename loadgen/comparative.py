@@ -64,9 +64,21 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
         store.write_summary(summary)
         store.write_text("summary.md", report.render(summary))
     summary["_dir"] = str(out)
+    if opts.out_dir is None:
+        add_to_index(Path(opts.results_root), summary, out)
     if opts.report:
         write_report(out)
     return summary
+
+
+def add_to_index(root: Path, summary: dict, out: Path) -> None:
+    """results/index.jsonl gets the finished run (runs in the default folder only). The run is on
+    disk already: an index that cannot be written is a warning."""
+    from loadgen import index
+    try:
+        index.append(root, index.entry(summary, out))
+    except (OSError, ValueError) as e:
+        print(f"gangstorm: warning: {root}/{index.INDEX} not updated ({e})", file=sys.stderr)
 
 
 def with_host_cpu(cp: dict, share: float | None, drive_s: float, window_s: float) -> dict:

@@ -7,6 +7,15 @@
 Each distinct (scenario, overrides) runs once per test session on the embedded simulated
 fleet and is shared by every test that asks for it. `gangstorm_run(path, **overrides)` is the
 same cache as a callable, for tests that compare several variants.
+
+Against a stored baseline (as pytest-benchmark's --benchmark-save / --benchmark-compare):
+
+    def test_no_regression(gangstorm_summary, gangstorm_baseline):
+        gangstorm_baseline(gangstorm_summary, "fragmentation-2000", tolerance=0.10)
+
+fails with `gangstorm compare`'s table when a metric got worse beyond tolerance. The baseline is
+<--gangstorm-baselines, default tests/baselines>/<name>.json; `pytest --gangstorm-save-baselines`
+writes the current summaries there instead of comparing.
 """
 from __future__ import annotations
 
@@ -28,6 +37,10 @@ def pytest_addoption(parser):
     group.addoption("--gangstorm-scenario", default=None, help="default scenario for gangstorm_summary")
     group.addoption("--gangstorm-results", default=None,
                     help="keep run results under this directory (default: pytest's tmp dir)")
+    group.addoption("--gangstorm-baselines", default="tests/baselines",
+                    help="folder of baseline summaries for gangstorm_baseline (default tests/baselines)")
+    group.addoption("--gangstorm-save-baselines", action="store_true",
+                    help="write each gangstorm_baseline summary as the new baseline instead of comparing")
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +80,30 @@ def gangstorm_summary(request, gangstorm_run):
     if scenario is None:
         pytest.fail("gangstorm_summary needs @pytest.mark.gangstorm('scenario.yaml', ...) or --gangstorm-scenario")
     return gangstorm_run(scenario)
+
+
+@pytest.fixture
+def gangstorm_baseline(pytestconfig):
+    """Callable (summary, name, tolerance=0.10, per_metric=None): assert no metric of summary got
+    worse than baseline <name> beyond tolerance (or save it, with --gangstorm-save-baselines)."""
+    from loadgen.compare import compare, render
+
+    folder = Path(pytestconfig.getoption("--gangstorm-baselines"))
+    if not folder.is_absolute():
+        folder = Path(pytestconfig.rootpath) / folder
+    save = pytestconfig.getoption("--gangstorm-save-baselines")
+
+    def _check(summary: dict, name: str, tolerance: float = 0.10, per_metric: dict | None = None) -> None:
+        path = folder / f"{name}.json"
+        current = {k: v for k, v in summary.items() if not k.startswith("_")}
+        if save:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(current, indent=2, sort_keys=True, allow_nan=False) + "\n")
+            return
+        if not path.is_file():
+            pytest.fail(f"no baseline {path}: run pytest with --gangstorm-save-baselines to write it")
+        result = compare(json.loads(path.read_text()), current, tolerance, per_metric)
+        if result.regressions:
+            pytest.fail(f"regression against baseline {path}:\n{render(result)}", pytrace=False)
+
+    return _check

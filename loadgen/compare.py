@@ -1,0 +1,191 @@
+"""Run A against run B, metric by metric, per scheduler and job class: what got worse beyond tolerance.
+
+Pure: it takes two parsed summary.json documents and returns rows. A metric has a direction (lower
+or higher is better) and a noise floor in its own unit; a change counts only when it exceeds both
+the relative tolerance of A's value and that floor, so a p50 moving from 1 ms to 2 ms is not a
+regression while a p99 moving from 2 s to 3 s is. A scheduler present in A and absent from B, or a
+metric A had and B lost, is a regression too: a baseline must not pass by measuring less.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    lower_is_better: bool
+    floor: float                           # changes at most this large (in the metric's unit) are noise
+    get: Callable[[dict], Any]
+    unit: str = ""
+
+
+def _q(key: str, q: str) -> Callable[[dict], Any]:
+    return lambda r: (r.get(key) or {}).get(q)
+
+
+def _share(field: str) -> Callable[[dict], Any]:
+    def get(r: dict):
+        jobs = r.get("jobs") or {}
+        n = jobs.get("submitted") if "submitted" in jobs else r.get("jobs_total")
+        return None if not n or jobs.get(field) is None else jobs[field] / n
+    return get
+
+
+def _class_share(r: dict):
+    return None if not r.get("jobs") else (r.get("never_admitted") or 0) / r["jobs"]
+
+
+SCHEDULER_METRICS = (
+    Metric("admission_p50", True, 0.05, _q("admission_s", "p50"), "s"),
+    Metric("admission_p99", True, 0.05, _q("admission_s", "p99"), "s"),
+    Metric("admission_p999", True, 0.05, _q("admission_s", "p999"), "s"),
+    Metric("admission_p99_incl_pending", True, 0.05, _q("admission_s_incl_pending", "p99"), "s"),
+    Metric("never_admitted_share", True, 0.001, _share("never_admitted")),
+    Metric("failed_share", True, 0.001, _share("failed")),
+    Metric("readmission_p99", True, 0.05, _q("readmission_s", "p99"), "s"),
+    Metric("alloc_util", False, 0.005, lambda r: r.get("alloc_util")),
+    Metric("fragmentation", True, 0.005, lambda r: r.get("fragmentation")),
+    Metric("scheduling_tax", True, 0.002, lambda r: (r.get("scheduling_tax") or {}).get("tax")),
+    Metric("partial_gang_gpu_hours", True, 1.0, lambda r: r.get("partial_gang_gpu_hours"), "GPU-h"),
+    Metric("cost_per_million_gpu_hours", True, 0.0, lambda r: r.get("cost_per_million_gpu_hours"), "USD"),
+)
+CLASS_METRICS = (
+    Metric("admission_p50", True, 0.05, _q("admission_s", "p50"), "s"),
+    Metric("admission_p99", True, 0.05, _q("admission_s", "p99"), "s"),
+    Metric("admission_p999", True, 0.05, _q("admission_s", "p999"), "s"),
+    Metric("never_admitted_share", True, 0.001, _class_share),
+)
+METRIC_NAMES = tuple(dict.fromkeys(m.name for m in SCHEDULER_METRICS + CLASS_METRICS))
+# what must match for two runs to measure the same thing; a difference is reported, not refused
+SAME_RUN = (("scenario", ("scenario",)), ("seed", ("seed",)), ("nodes", ("fleet", "nodes")),
+            ("duration_h", ("duration_h",)), ("jobs", ("workload", "jobs")), ("profile", ("profile", "name")))
+
+
+@dataclass(frozen=True)
+class Row:
+    scheduler: str
+    cls: str                 # a job class, or "all"
+    metric: str
+    a: float | None
+    b: float | None
+    verdict: str             # same (within tolerance) | better | regression | new | missing
+    count_a: int | None = None
+    count_b: int | None = None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def delta_pct(self) -> float | None:
+        d = self.delta
+        return None if d is None or self.a == 0 else 100.0 * d / abs(self.a)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[Row]
+    notes: list[str]
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.verdict in ("regression", "missing")]
+
+
+def verdict(m: Metric, a: float | None, b: float | None, tolerance: float) -> str:
+    if a is None and b is None:
+        return "same"
+    if a is None:
+        return "new"
+    if b is None:
+        return "missing"
+    worse_by = (b - a) if m.lower_is_better else (a - b)
+    threshold = max(tolerance * abs(a), m.floor) * (1 + 1e-9)     # a change of exactly the tolerance passes
+    if abs(worse_by) <= threshold:
+        return "same"
+    return "regression" if worse_by > 0 else "better"
+
+
+def _num(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _count(r: dict) -> int | None:
+    c = (r.get("admission_s") or {}).get("count")
+    return c if isinstance(c, int) else None
+
+
+def _rows(scheduler: str, cls: str, ra: dict, rb: dict, metrics, tolerance: Callable[[str], float]) -> list[Row]:
+    out = []
+    for m in metrics:
+        a, b = _num(m.get(ra)), _num(m.get(rb))
+        out.append(Row(scheduler, cls, m.name, a, b, verdict(m, a, b, tolerance(m.name)), _count(ra), _count(rb)))
+    return out
+
+
+def _dig(d: dict, path: tuple[str, ...]):
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, float] | None = None) -> Comparison:
+    """Every metric of every scheduler (and class) of run A against run B."""
+    per_metric = per_metric or {}
+    tol = lambda name: per_metric.get(name, tolerance)          # noqa: E731
+    notes = []
+    for label, path in SAME_RUN:
+        va, vb = _dig(a, path), _dig(b, path)
+        if va != vb:
+            notes.append(f"the runs differ in {label}: {va} (A) vs {vb} (B)")
+    for side, s in (("A", a), ("B", b)):
+        if s.get("complete") is False:
+            notes.append(f"run {side} is partial (\"complete\": false)")
+    rows: list[Row] = []
+    sa, sb = a.get("schedulers") or {}, b.get("schedulers") or {}
+    for name in list(sa) + [n for n in sb if n not in sa]:
+        ra, rb = sa.get(name), sb.get(name)
+        if rb is None:
+            rows.append(Row(name, "all", "scheduler", None, None, "missing"))
+            continue
+        if ra is None:
+            rows.append(Row(name, "all", "scheduler", None, None, "new"))
+            continue
+        if ra.get("backend") != rb.get("backend"):
+            notes.append(f"{name}: backend {ra.get('backend')} (A) vs {rb.get('backend')} (B)")
+        rows += _rows(name, "all", ra, rb, SCHEDULER_METRICS, tol)
+        ca, cb = ra.get("by_class") or {}, rb.get("by_class") or {}
+        for cls in list(ca) + [c for c in cb if c not in ca]:
+            rows += _rows(name, cls, ca.get(cls) or {}, cb.get(cls) or {}, CLASS_METRICS, tol)
+        if _count(ra) != _count(rb):
+            notes.append(f"{name}: admission sample counts differ: {_count(ra)} (A) vs {_count(rb)} (B)")
+    return Comparison(rows, notes)
+
+
+def render(c: Comparison, show_all: bool = False) -> str:
+    """The comparison as text: notes, then one line per changed metric (every metric with show_all),
+    then the count of regressions."""
+    lines = [f"note: {n}" for n in c.notes]
+    shown = [r for r in c.rows if show_all or r.verdict != "same"]
+    if shown:
+        lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<28} {'A':>12} {'B':>12} {'change':>9}  verdict")
+        for r in shown:
+            pct = "" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
+            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<28} {_fmt(r.a):>12} {_fmt(r.b):>12} {pct:>9}  "
+                         f"{r.verdict.upper() if r.verdict in ('regression', 'missing') else r.verdict}")
+    else:
+        lines.append(f"all {len(c.rows)} metrics within tolerance")
+    n = len(c.regressions)
+    lines.append(f"{n} regression{'s' if n != 1 else ''} beyond tolerance" if n else "no regressions")
+    return "\n".join(lines)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"

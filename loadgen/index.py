@@ -1,0 +1,65 @@
+"""results/index.jsonl: one line per finished run in the default results folder, oldest first.
+
+`gangstorm compare latest~1 latest` resolves names through it. A line is appended with a single
+O_APPEND write, so concurrent runs never interleave; a line that does not parse (a crash mid-write
+on a full disk) is skipped when reading. Runs written elsewhere with --out are not indexed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+INDEX = "index.jsonl"
+LATEST = re.compile(r"^latest(?:~(\d+))?$")
+
+
+def entry(summary: dict, folder: Path, clock=time.time) -> dict:
+    scheds = summary.get("schedulers") or {}
+    return {"run_id": summary.get("run_id"), "dir": folder.name, "scenario": summary.get("scenario"),
+            "seed": summary.get("seed"), "nodes": (summary.get("fleet") or {}).get("nodes"),
+            "backend": sorted({r.get("backend") for r in scheds.values() if r.get("backend")}),
+            "schedulers": list(scheds), "complete": bool(summary.get("complete")),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock())),
+            "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()}}
+
+
+def append(root: Path, line: dict) -> None:
+    data = (json.dumps(line, sort_keys=True, allow_nan=False) + "\n").encode()
+    fd = os.open(Path(root) / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def entries(root: Path) -> list[dict]:
+    try:
+        text = (Path(root) / INDEX).read_text(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict) and isinstance(e.get("dir"), str):
+            out.append(e)
+    return out
+
+
+def resolve(name: str, root: Path) -> Path | None:
+    """`latest`, `latest~N` (N complete runs before the latest) or a run id, as a folder under root
+    that still holds summary.json; None when the index has no such run."""
+    complete = [e for e in entries(root) if e.get("complete") and (Path(root) / e["dir"] / "summary.json").is_file()]
+    m = LATEST.match(name)
+    if m:
+        back = int(m.group(1) or 0)
+        return Path(root) / complete[-1 - back]["dir"] if back < len(complete) else None
+    for e in reversed(complete):
+        if name in (e["dir"], e.get("run_id")):
+            return Path(root) / e["dir"]
+    return None
