@@ -121,7 +121,7 @@ def measure(summary: dict, name: str, m: float) -> dict:
     wl = summary["workload"]
     jobs_s = wl["arrival_rate_per_s"]
     window = summary["duration_h"] * 3600.0 / r.get("time_scale", 1.0)    # busy_s is wall time on real backends
-    sat = saturation.saturated(r, window)
+    sat = saturation.saturated(r, window, wl.get("offered_load"))
     load = saturation.utilization(r, window)
     # A finite run can keep its p99 inside the SLO while a component falls steadily behind (the
     # backlog of N jobs is still short): such a rate is not sustainable and counts as broken.
@@ -134,7 +134,7 @@ def measure(summary: dict, name: str, m: float) -> dict:
             "never_admitted": r["jobs"]["never_admitted"], "slo_met": r["slo_met"], "sustained": sustained,
             "met": bool(r["slo_met"] and sustained), "load": load, "saturated": sat["component"],
             "figures": {k: v for k, v in sat["evidence"].items() if k not in ("load", "window_s")},
-            "run_dir": summary.get("_dir")}
+            "saturated_description": sat["description"], "run_dir": summary.get("_dir")}
 
 
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str = "sim",
@@ -198,8 +198,7 @@ def verdict(found: dict, pts: dict[float, dict]) -> dict:
            "saturated": None, "saturated_description": None, "evidence": None}
     if broke is not None:
         out["saturated"] = broke["saturated"]
-        out["saturated_description"] = saturation.COMPONENTS.get(broke["saturated"]) if broke["saturated"] else \
-            "no serial component near full: jobs waited for free GPUs (capacity or fragmentation)"
+        out["saturated_description"] = broke["saturated_description"]
         out["evidence"] = {"at_churn_multiplier": bad, "load": broke["load"],
                            "p99_s": broke["p99_s"], "p99_incl_pending_s": broke["p99_incl_pending_s"],
                            "never_admitted": broke["never_admitted"], "jobs": broke["jobs"],

@@ -34,6 +34,7 @@ EVIDENCE = ("api_429", "nospace_seconds", "writes_refused_nospace", "scheduling_
 
 SATURATED = 0.8          # a load at or above this counts as saturated
 GENERATOR_LATE_S = 0.5   # generator lateness p99 beyond this: the point measures the generator
+HELD_OVER = 1.2          # allocation this much above the offered load: GPUs held past the jobs' work
 
 
 def utilization(result: dict[str, Any], window_s: float) -> dict[str, float]:
@@ -49,11 +50,14 @@ def generator_late_s(result: dict[str, Any]) -> float | None:
     return None if not late else late.get("p99")
 
 
-def saturated(result: dict[str, Any], window_s: float) -> dict[str, Any]:
+def saturated(result: dict[str, Any], window_s: float, offered_load: float | None = None) -> dict[str, Any]:
     """The component that bounded this run, with the figures that say so.
 
     Returns {"component", "description", "utilization", "evidence"}; component is None when no
-    serial resource was near full, so the tail came from elsewhere (waiting for free GPUs)."""
+    serial resource was near full, so the tail came from elsewhere (waiting for free GPUs). Then
+    the allocation against the offered load says whether jobs held their GPUs past their work
+    (start-up, completion and clean-up time of each job: at high churn on a small fleet that
+    overhead, not a queue in the control plane, is what runs the GPUs out)."""
     late = generator_late_s(result)
     util = utilization(result, window_s)
     ranked = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -71,7 +75,15 @@ def saturated(result: dict[str, Any], window_s: float) -> dict[str, Any]:
         name = ranked[0][0]
         return {"component": name, "description": COMPONENTS.get(name, name), "utilization": ranked[0][1],
                 "evidence": evidence}
-    evidence["alloc_util"] = result.get("alloc_util")
+    alloc = result.get("alloc_util")
+    evidence["alloc_util"] = alloc
+    description = "no serial component near full: jobs waited for free GPUs (capacity or fragmentation)"
+    if alloc is not None and offered_load:
+        held = round(alloc / offered_load, 3)
+        evidence["allocated_over_offered"] = held
+        if held >= HELD_OVER:
+            description = (f"no serial component near full: jobs waited for free GPUs, which were allocated "
+                           f"{held:g}x the offered load (each job held its GPUs past its work: start-up, "
+                           f"completion and clean-up time)")
     return {"component": None, "utilization": ranked[0][1] if ranked else None,
-            "description": "no serial component near full: jobs waited for free GPUs (capacity or fragmentation)",
-            "evidence": evidence}
+            "description": description, "evidence": evidence}

@@ -62,6 +62,15 @@ def test_no_component_is_named_below_saturation():
     assert saturation.saturated(r, 100.0)["component"] is None
 
 
+def test_gpus_held_past_the_work_are_said_when_no_component_is_full():
+    r = {"control_plane": {"busy_s": {"gcs-placement-groups": 20.0}}, "alloc_util": 0.69}
+    s = saturation.saturated(r, 100.0, offered_load=0.5)
+    assert s["component"] is None and s["evidence"]["allocated_over_offered"] == 1.38
+    assert "allocated 1.38x the offered load" in s["description"]
+    s = saturation.saturated({**r, "alloc_util": 0.55}, 100.0, offered_load=0.5)
+    assert s["evidence"]["allocated_over_offered"] == 1.1 and "offered load" not in s["description"]
+
+
 def test_a_late_generator_is_blamed_before_any_scheduler_component():
     r = {"control_plane": {"busy_s": {"slurmctld-locks": 99.0}}, "generator_lateness_s": {"p99": 2.0}}
     assert saturation.saturated(r, 100.0)["component"] == "load-generator"

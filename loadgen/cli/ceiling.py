@@ -88,7 +88,9 @@ def render(result: dict) -> str:
         label = "none" if best is None else f"{best:g}x"
         cap = f" (search cap: {c['cap']})" if c["cap"] else ""
         load = c["evidence"]["load"].get(c["saturated"]) if c["saturated"] and c["evidence"] else None
-        sat = "n/a" if bad is None else (c["saturated"] or "none near full (waited for GPUs)")
+        held = (c["evidence"] or {}).get("control_plane", {}).get("allocated_over_offered") if c["evidence"] else None
+        waited = "none near full (waited for GPUs" + (f", allocated {held:g}x offered)" if held else ")")
+        sat = "n/a" if bad is None else (c["saturated"] or waited)
         if load is not None:
             sat += f" (load {load:.2f})"
         lines.append(f"{n:<10} {label:>9} {('-' if bad is None else f'{bad:g}x'):>9} "
