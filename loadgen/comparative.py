@@ -41,7 +41,7 @@ class RunOptions:
 
 def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> dict:
     """Every scheduler on one plan (built here unless the caller validated and built it already)."""
-    t_start = time.monotonic()
+    t_start, started = time.monotonic(), time.time()
     plan = plan or plan_run(scenario, opts.trace)
     run_id = new_run_id(scenario.name)
     out = Path(opts.out_dir) if opts.out_dir else fresh_run_dir(opts.results_root, run_id)
@@ -64,19 +64,28 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
         store.write_summary(summary)
         store.write_text("summary.md", report.render(summary))
     summary["_dir"] = str(out)
-    if opts.out_dir is None:
-        add_to_index(Path(opts.results_root), summary, out)
+    if in_results_root(out, opts.results_root):
+        add_to_index(Path(opts.results_root), summary, out, started)
     if opts.report:
         write_report(out)
     return summary
 
 
-def add_to_index(root: Path, summary: dict, out: Path) -> None:
-    """results/index.jsonl gets the finished run (runs in the default folder only). The run is on
-    disk already: an index that cannot be written is a warning."""
+def in_results_root(out: Path, root: Path) -> bool:
+    """A run folder directly in the results folder (the default results/<run-id>, or --out
+    results/<name>) is indexed; one elsewhere (a tmp dir, a ceiling point) is not."""
+    try:
+        return Path(out).resolve().parent == Path(root).resolve()
+    except OSError:
+        return False
+
+
+def add_to_index(root: Path, summary: dict, out: Path, started: float) -> None:
+    """results/index.jsonl gets the finished run. The run is on disk already: an index that cannot
+    be written is a warning."""
     from loadgen import index
     try:
-        index.append(root, index.entry(summary, out))
+        index.append(root, index.entry(summary, out, started))
     except (OSError, ValueError) as e:
         print(f"gangstorm: warning: {root}/{index.INDEX} not updated ({e})", file=sys.stderr)
 

@@ -1,10 +1,11 @@
 """Run A against run B, metric by metric, per scheduler and job class: what got worse beyond tolerance.
 
 Pure: it takes two parsed summary.json documents and returns rows. A metric has a direction (lower
-or higher is better) and a noise floor in its own unit; a change counts only when it exceeds both
-the relative tolerance of A's value and that floor, so a p50 moving from 1 ms to 2 ms is not a
-regression while a p99 moving from 2 s to 3 s is. A scheduler present in A and absent from B, or a
-metric A had and B lost, is a regression too: a baseline must not pass by measuring less.
+or higher is better) and a noise floor in its own unit. A change within the floor is no change
+(`same`), so a p50 moving from 1 ms to 2 ms is not reported; beyond it a change is `better` or
+`worse`, and `worse` becomes a `regression` when it also exceeds the relative tolerance of A's
+value, so a p99 moving from 2 s to 3 s at 10% is. A scheduler, job class or number present in A
+and absent from B is a regression too (`missing`): a baseline must not pass by measuring less.
 """
 from __future__ import annotations
 
@@ -22,20 +23,27 @@ class Metric:
     unit: str = ""
 
 
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
 def _q(key: str, q: str) -> Callable[[dict], Any]:
-    return lambda r: (r.get(key) or {}).get(q)
+    return lambda r: _dict(r.get(key)).get(q)
 
 
 def _share(field: str) -> Callable[[dict], Any]:
     def get(r: dict):
-        jobs = r.get("jobs") or {}
+        jobs = _dict(r.get("jobs"))
         n = jobs.get("submitted") if "submitted" in jobs else r.get("jobs_total")
-        return None if not n or jobs.get(field) is None else jobs[field] / n
+        if not isinstance(n, (int, float)) or not n or not isinstance(jobs.get(field), (int, float)):
+            return None
+        return jobs[field] / n
     return get
 
 
 def _class_share(r: dict):
-    return None if not r.get("jobs") else (r.get("never_admitted") or 0) / r["jobs"]
+    n, never = r.get("jobs"), r.get("never_admitted") or 0
+    return never / n if isinstance(n, (int, float)) and n and isinstance(never, (int, float)) else None
 
 
 SCHEDULER_METRICS = (
@@ -45,12 +53,13 @@ SCHEDULER_METRICS = (
     Metric("admission_p99_incl_pending", True, 0.05, _q("admission_s_incl_pending", "p99"), "s"),
     Metric("never_admitted_share", True, 0.001, _share("never_admitted")),
     Metric("failed_share", True, 0.001, _share("failed")),
+    Metric("finished_share", False, 0.001, _share("finished")),
     Metric("readmission_p99", True, 0.05, _q("readmission_s", "p99"), "s"),
     Metric("alloc_util", False, 0.005, lambda r: r.get("alloc_util")),
     Metric("fragmentation", True, 0.005, lambda r: r.get("fragmentation")),
-    Metric("scheduling_tax", True, 0.002, lambda r: (r.get("scheduling_tax") or {}).get("tax")),
+    Metric("scheduling_tax", True, 0.002, lambda r: _dict(r.get("scheduling_tax")).get("tax")),
     Metric("partial_gang_gpu_hours", True, 1.0, lambda r: r.get("partial_gang_gpu_hours"), "GPU-h"),
-    Metric("cost_per_million_gpu_hours", True, 0.0, lambda r: r.get("cost_per_million_gpu_hours"), "USD"),
+    Metric("cost_per_million_gpu_hours", True, 1000.0, lambda r: r.get("cost_per_million_gpu_hours"), "USD"),
 )
 CLASS_METRICS = (
     Metric("admission_p50", True, 0.05, _q("admission_s", "p50"), "s"),
@@ -58,10 +67,14 @@ CLASS_METRICS = (
     Metric("admission_p999", True, 0.05, _q("admission_s", "p999"), "s"),
     Metric("never_admitted_share", True, 0.001, _class_share),
 )
-METRIC_NAMES = tuple(dict.fromkeys(m.name for m in SCHEDULER_METRICS + CLASS_METRICS))
+# One row per control-plane component (control_plane.busy_s, as the ceiling reads it): seconds the
+# component was busy for the same jobs; the metric is named control_plane_busy_s.<component>.
+BUSY = Metric("control_plane_busy_s", True, 1.0, lambda r: _dict(_dict(r.get("control_plane")).get("busy_s")), "s")
+METRIC_NAMES = tuple(dict.fromkeys(m.name for m in SCHEDULER_METRICS + CLASS_METRICS + (BUSY,)))
 # what must match for two runs to measure the same thing; a difference is reported, not refused
 SAME_RUN = (("scenario", ("scenario",)), ("seed", ("seed",)), ("nodes", ("fleet", "nodes")),
             ("duration_h", ("duration_h",)), ("jobs", ("workload", "jobs")), ("profile", ("profile", "name")))
+VERDICTS = ("same", "better", "worse", "regression", "new", "missing")
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,7 @@ class Row:
     metric: str
     a: float | None
     b: float | None
-    verdict: str             # same (within tolerance) | better | regression | new | missing
+    verdict: str             # one of VERDICTS
     count_a: int | None = None
     count_b: int | None = None
 
@@ -103,10 +116,12 @@ def verdict(m: Metric, a: float | None, b: float | None, tolerance: float) -> st
     if b is None:
         return "missing"
     worse_by = (b - a) if m.lower_is_better else (a - b)
-    threshold = max(tolerance * abs(a), m.floor) * (1 + 1e-9)     # a change of exactly the tolerance passes
-    if abs(worse_by) <= threshold:
+    # the 1e-9 keeps a change of exactly the floor or the tolerance on the passing side despite rounding
+    if abs(worse_by) <= m.floor * (1 + 1e-9):
         return "same"
-    return "regression" if worse_by > 0 else "better"
+    if worse_by < 0:
+        return "better"
+    return "regression" if worse_by > max(tolerance * abs(a), m.floor) * (1 + 1e-9) else "worse"
 
 
 def _num(v) -> float | None:
@@ -116,16 +131,27 @@ def _num(v) -> float | None:
 
 
 def _count(r: dict) -> int | None:
-    c = (r.get("admission_s") or {}).get("count")
-    return c if isinstance(c, int) else None
+    c = _dict(r.get("admission_s")).get("count")
+    return c if isinstance(c, int) and not isinstance(c, bool) else None
+
+
+def _row(scheduler: str, cls: str, m: Metric, name: str, a, b, tolerance: float, ra: dict, rb: dict) -> Row | None:
+    a, b = _num(a), _num(b)
+    if a is None and b is None:              # neither run has this number (e.g. kube-only figures on ray)
+        return None
+    return Row(scheduler, cls, name, a, b, verdict(m, a, b, tolerance), _count(ra), _count(rb))
 
 
 def _rows(scheduler: str, cls: str, ra: dict, rb: dict, metrics, tolerance: Callable[[str], float]) -> list[Row]:
-    out = []
-    for m in metrics:
-        a, b = _num(m.get(ra)), _num(m.get(rb))
-        out.append(Row(scheduler, cls, m.name, a, b, verdict(m, a, b, tolerance(m.name)), _count(ra), _count(rb)))
-    return out
+    rows = [_row(scheduler, cls, m, m.name, m.get(ra), m.get(rb), tolerance(m.name), ra, rb) for m in metrics]
+    return [r for r in rows if r]
+
+
+def _busy_rows(scheduler: str, ra: dict, rb: dict, tolerance: Callable[[str], float]) -> list[Row]:
+    ba, bb = BUSY.get(ra), BUSY.get(rb)
+    rows = [_row(scheduler, "all", BUSY, f"{BUSY.name}.{c}", ba.get(c), bb.get(c), tolerance(BUSY.name), ra, rb)
+            for c in list(ba) + [c for c in bb if c not in ba]]
+    return [r for r in rows if r]
 
 
 def _dig(d: dict, path: tuple[str, ...]):
@@ -135,7 +161,8 @@ def _dig(d: dict, path: tuple[str, ...]):
 
 
 def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, float] | None = None) -> Comparison:
-    """Every metric of every scheduler (and class) of run A against run B."""
+    """Every metric of every scheduler (and class) of run A against run B. per_metric maps a name
+    of METRIC_NAMES to its own tolerance."""
     per_metric = per_metric or {}
     tol = lambda name: per_metric.get(name, tolerance)          # noqa: E731
     notes = []
@@ -145,23 +172,23 @@ def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, flo
             notes.append(f"the runs differ in {label}: {va} (A) vs {vb} (B)")
     for side, s in (("A", a), ("B", b)):
         if s.get("complete") is False:
-            notes.append(f"run {side} is partial (\"complete\": false)")
+            notes.append(f"run {side} is partial (\"complete\": false): compared as far as it got")
     rows: list[Row] = []
-    sa, sb = a.get("schedulers") or {}, b.get("schedulers") or {}
+    sa, sb = _dict(a.get("schedulers")), _dict(b.get("schedulers"))
     for name in list(sa) + [n for n in sb if n not in sa]:
-        ra, rb = sa.get(name), sb.get(name)
-        if rb is None:
+        if name not in sb:
             rows.append(Row(name, "all", "scheduler", None, None, "missing"))
             continue
-        if ra is None:
+        if name not in sa:
             rows.append(Row(name, "all", "scheduler", None, None, "new"))
             continue
+        ra, rb = _dict(sa[name]), _dict(sb[name])
         if ra.get("backend") != rb.get("backend"):
             notes.append(f"{name}: backend {ra.get('backend')} (A) vs {rb.get('backend')} (B)")
-        rows += _rows(name, "all", ra, rb, SCHEDULER_METRICS, tol)
-        ca, cb = ra.get("by_class") or {}, rb.get("by_class") or {}
+        rows += _rows(name, "all", ra, rb, SCHEDULER_METRICS, tol) + _busy_rows(name, ra, rb, tol)
+        ca, cb = _dict(ra.get("by_class")), _dict(rb.get("by_class"))
         for cls in list(ca) + [c for c in cb if c not in ca]:
-            rows += _rows(name, cls, ca.get(cls) or {}, cb.get(cls) or {}, CLASS_METRICS, tol)
+            rows += _rows(name, cls, _dict(ca.get(cls)), _dict(cb.get(cls)), CLASS_METRICS, tol)
         if _count(ra) != _count(rb):
             notes.append(f"{name}: admission sample counts differ: {_count(ra)} (A) vs {_count(rb)} (B)")
     return Comparison(rows, notes)
@@ -169,17 +196,18 @@ def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, flo
 
 def render(c: Comparison, show_all: bool = False) -> str:
     """The comparison as text: notes, then one line per changed metric (every metric with show_all),
-    then the count of regressions."""
+    grouped by scheduler and class as compare() ordered them, then the count of regressions."""
     lines = [f"note: {n}" for n in c.notes]
     shown = [r for r in c.rows if show_all or r.verdict != "same"]
     if shown:
-        lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<28} {'A':>12} {'B':>12} {'change':>9}  verdict")
+        w = max([28] + [len(r.metric) for r in shown])
+        lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<{w}} {'A':>12} {'B':>12} {'change':>9}  verdict")
         for r in shown:
             pct = "" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
-            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<28} {_fmt(r.a):>12} {_fmt(r.b):>12} {pct:>9}  "
+            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<{w}} {_fmt(r.a):>12} {_fmt(r.b):>12} {pct:>9}  "
                          f"{r.verdict.upper() if r.verdict in ('regression', 'missing') else r.verdict}")
     else:
-        lines.append(f"all {len(c.rows)} metrics within tolerance")
+        lines.append(f"all {len(c.rows)} metrics unchanged (within their noise floors)")
     n = len(c.regressions)
     lines.append(f"{n} regression{'s' if n != 1 else ''} beyond tolerance" if n else "no regressions")
     return "\n".join(lines)

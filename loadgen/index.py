@@ -1,8 +1,10 @@
-"""results/index.jsonl: one line per finished run in the default results folder, oldest first.
+"""results/index.jsonl: one line per finished run whose folder sits directly in the results folder
+(results/<run-id>, or --out results/<name>), oldest first.
 
 `gangstorm compare latest~1 latest` resolves names through it. A line is appended with a single
 O_APPEND write, so concurrent runs never interleave; a line that does not parse (a crash mid-write
-on a full disk) is skipped when reading. Runs written elsewhere with --out are not indexed.
+on a full disk) is skipped when reading. Runs written elsewhere (--out /tmp/x, ceiling points,
+pytest's tmp dirs) are not indexed.
 """
 from __future__ import annotations
 
@@ -16,14 +18,19 @@ INDEX = "index.jsonl"
 LATEST = re.compile(r"^latest(?:~(\d+))?$")
 
 
-def entry(summary: dict, folder: Path, clock=time.time) -> dict:
+def entry(summary: dict, folder: Path, started: float, clock=time.time) -> dict:
+    """The index line of a run: dir is the folder's name, relative to the results folder."""
     scheds = summary.get("schedulers") or {}
     return {"run_id": summary.get("run_id"), "dir": folder.name, "scenario": summary.get("scenario"),
             "seed": summary.get("seed"), "nodes": (summary.get("fleet") or {}).get("nodes"),
             "backend": sorted({r.get("backend") for r in scheds.values() if r.get("backend")}),
             "schedulers": list(scheds), "complete": bool(summary.get("complete")),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock())),
+            "started": _utc(started), "finished": _utc(clock()),
             "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()}}
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def append(root: Path, line: dict) -> None:
@@ -51,10 +58,15 @@ def entries(root: Path) -> list[dict]:
     return out
 
 
+def runs(root: Path) -> list[dict]:
+    """The index's complete runs whose folder still holds summary.json, oldest first."""
+    return [e for e in entries(root) if e.get("complete") and (Path(root) / e["dir"] / "summary.json").is_file()]
+
+
 def resolve(name: str, root: Path) -> Path | None:
     """`latest`, `latest~N` (N complete runs before the latest) or a run id, as a folder under root
     that still holds summary.json; None when the index has no such run."""
-    complete = [e for e in entries(root) if e.get("complete") and (Path(root) / e["dir"] / "summary.json").is_file()]
+    complete = runs(root)
     m = LATEST.match(name)
     if m:
         back = int(m.group(1) or 0)

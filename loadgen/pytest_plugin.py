@@ -86,6 +86,7 @@ def gangstorm_summary(request, gangstorm_run):
 def gangstorm_baseline(pytestconfig):
     """Callable (summary, name, tolerance=0.10, per_metric=None): assert no metric of summary got
     worse than baseline <name> beyond tolerance (or save it, with --gangstorm-save-baselines)."""
+    from loadgen.cli.compare import CompareError, load_run
     from loadgen.compare import compare, render
 
     folder = Path(pytestconfig.getoption("--gangstorm-baselines"))
@@ -102,7 +103,11 @@ def gangstorm_baseline(pytestconfig):
             return
         if not path.is_file():
             pytest.fail(f"no baseline {path}: run pytest with --gangstorm-save-baselines to write it")
-        result = compare(json.loads(path.read_text()), current, tolerance, per_metric)
+        try:
+            _, baseline = load_run(str(path), "results")
+        except CompareError as e:
+            pytest.fail(f"baseline {e}", pytrace=False)
+        result = compare(baseline, current, tolerance, per_metric)
         if result.regressions:
             pytest.fail(f"regression against baseline {path}:\n{render(result)}", pytrace=False)
 

@@ -25,6 +25,8 @@ COMPONENTS = {
     "slurmctld-locks": "slurmctld's locks (submit and completion RPCs, main cycles, backfill)",
     "load-generator": "the load generator itself (it sent later than the intended submit time)",
     "host-cpu": "this machine's cores (real backends: the control plane, the fake fleet and the generator share them)",
+    "partial-gangs": "gangs stuck with part of their members bound (no gang admission): they hold GPUs the rest "
+                     "of the queue needs, and its pods retry against them",
 }
 
 # control-plane figures quoted next to the loads when a backend reports them
@@ -34,6 +36,7 @@ EVIDENCE = ("api_429", "nospace_seconds", "writes_refused_nospace", "scheduling_
 
 SATURATED = 0.8          # a load at or above this counts as saturated
 GENERATOR_LATE_S = 0.5   # generator lateness p99 beyond this: the point measures the generator
+NEVER_ADMITTED = 0.01    # the SLO's share of jobs that may stay unadmitted
 HELD_OVER = 1.2          # allocation this much above the offered load: GPUs held past the jobs' work
 
 
@@ -70,6 +73,14 @@ def saturated(result: dict[str, Any], window_s: float, offered_load: float | Non
         evidence["generator_lateness_p99_s"] = late
     if late is not None and late > GENERATOR_LATE_S:
         return {"component": "load-generator", "description": COMPONENTS["load-generator"],
+                "utilization": None, "evidence": evidence}
+    jobs = result.get("jobs") or {}
+    stuck = result.get("gangs_never_completed") or 0
+    if stuck and jobs.get("submitted") and jobs.get("never_admitted", 0) > NEVER_ADMITTED * jobs["submitted"]:
+        # a deadlock, not a queue: busy components behind it (retries) are its symptom, not its cause
+        evidence.update({"gangs_never_completed": stuck, "never_admitted": jobs["never_admitted"],
+                         "partial_gang_gpu_hours": result.get("partial_gang_gpu_hours")})
+        return {"component": "partial-gangs", "description": COMPONENTS["partial-gangs"],
                 "utilization": None, "evidence": evidence}
     if ranked and ranked[0][1] >= SATURATED:
         name = ranked[0][0]

@@ -71,6 +71,16 @@ def test_gpus_held_past_the_work_are_said_when_no_component_is_full():
     assert s["evidence"]["allocated_over_offered"] == 1.1 and "offered load" not in s["description"]
 
 
+def test_gangs_stuck_half_bound_are_named_before_the_components_their_retries_load():
+    r = {"control_plane": {"busy_s": {"client-qps-limiter": 123.0}}, "gangs_never_completed": 13,
+         "jobs": {"submitted": 277, "never_admitted": 93}, "partial_gang_gpu_hours": 2.6}
+    s = saturation.saturated(r, 100.0)
+    assert s["component"] == "partial-gangs" and s["evidence"]["gangs_never_completed"] == 13
+    assert s["evidence"]["load"] == {"client-qps-limiter": 1.23}
+    r["jobs"]["never_admitted"] = 2          # under 1% of jobs: the SLO holds, nothing is stuck enough
+    assert saturation.saturated(r, 100.0)["component"] == "client-qps-limiter"
+
+
 def test_a_late_generator_is_blamed_before_any_scheduler_component():
     r = {"control_plane": {"busy_s": {"slurmctld-locks": 99.0}}, "generator_lateness_s": {"p99": 2.0}}
     assert saturation.saturated(r, 100.0)["component"] == "load-generator"

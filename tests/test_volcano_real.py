@@ -228,3 +228,12 @@ def test_session_histogram_from_prometheus_text():
     fig = scheduler_figures(text)
     assert fig["session_ms"] == {"count": 4, "mean": 5.0, "p50_le": 5.0, "p99_le": 10.0}
     assert fig["action_ms"]["allocate"]["count"] == 2
+
+
+def test_controller_client_requests_from_prometheus_text():
+    from fakes.volcano.metrics import controller_figures
+    text = ('rest_client_requests_total{code="201",host="127.0.0.1:6443",method="POST"} 12\n'
+            'rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 3\n'
+            'rest_client_rate_limiter_duration_seconds_sum{host="127.0.0.1:6443",verb="POST"} 0.5\n')
+    assert controller_figures(text) == {"client_requests": 15, "client_rate_limiter_wait_s": 0.5}
+    assert controller_figures("# HELP nothing\n")["client_requests"] is None

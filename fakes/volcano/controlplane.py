@@ -120,6 +120,7 @@ class VolcanoControlPlane:
         self.config = config
         self.procs: list[Component] = []
         self.metrics_url = ""
+        self.controller_metrics_url = ""
 
     def start(self, api_client) -> None:
         bins = require_binaries()
@@ -138,11 +139,13 @@ class VolcanoControlPlane:
                  "--enable-metrics=true", f"--listen-address={LOOPBACK}:{metrics_port}",
                  "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}",
                  "--cache-dumper=false"]
+        cm_port = free_port()
+        self.controller_metrics_url = f"http://{LOOPBACK}:{cm_port}/metrics"
         workers = self.config.get("controller_workers")    # None: Volcano's default (3)
         cm = [bins["vc-controller-manager"], *common, f"--controllers={CONTROLLERS}",
               *_client(self.config, "controller_qps", "controller_burst", 50, 100),
               *([f"--worker-threads={int(workers)}"] if workers else []),
-              "--enable-metrics=true", f"--listen-address={LOOPBACK}:{free_port()}",
+              "--enable-metrics=true", f"--listen-address={LOOPBACK}:{cm_port}",
               "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}"]
         for name, argv in (("vc-controller-manager", cm), ("vc-scheduler", sched)):
             self.procs.append(self.cluster.add_component(name, argv, log=self.dir / f"{name}.log"))

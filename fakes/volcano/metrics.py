@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from fakes.kube.metrics import parse
+from fakes.kube.metrics import parse, total
 
 Series = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -58,3 +58,13 @@ def scheduler_figures(text: str) -> dict[str, Any]:
         if name in m:
             fig[key] = m[name][-1][1]
     return fig
+
+
+def controller_figures(text: str) -> dict[str, Any]:
+    """vc-controller-manager's client: requests sent and time spent waiting in its rate limiter
+    (client-go's rest_client metrics; None where this build does not register them)."""
+    m = parse(text, ("rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
+    if "rest_client_requests_total" not in m:
+        return {"client_requests": None, "note": "rest_client_requests_total not exported by this vc-controller-manager"}
+    return {"client_requests": int(total(m["rest_client_requests_total"])),
+            "client_rate_limiter_wait_s": round(total(m.get("rest_client_rate_limiter_duration_seconds_sum", [])), 6)}

@@ -21,7 +21,7 @@ from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, job_label
 from fakes.kube.refusal import reason_of
 from fakes.real.kubefamily import NS, TIMEOUT, Gang, RealKubeFamily
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
-from fakes.volcano.metrics import scheduler_figures
+from fakes.volcano.metrics import controller_figures, scheduler_figures
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
@@ -61,9 +61,19 @@ class RealVolcano(RealKubeFamily):
     def control_plane(self) -> dict[str, Any]:
         out = super().control_plane()
         sess = out.get("session_ms") or {}
+        busy = {}
         if sess.get("count") and sess.get("mean") is not None:
             # vc-scheduler's sessions back to back: their summed length is its busy time
-            out["busy_s"] = {"volcano-session": round(sess["count"] * sess["mean"] / 1000.0, 6)}
+            busy["volcano-session"] = round(sess["count"] * sess["mean"] / 1000.0, 6)
+        if self.vc is not None and self.vc.controller_metrics_url:
+            ctl = fetch(self.vc.controller_metrics_url, controller_figures)
+            out["controller"] = ctl
+            if ctl.get("client_requests") is not None:
+                # the job controller's client at its full qps: the sim's controller-qps-limiter
+                qps = float(self.cfg.get("controller_qps") or 50)
+                busy["controller-qps-limiter"] = round(ctl["client_requests"] / qps, 6)
+        if busy:
+            out["busy_s"] = busy
         return out
 
     def _scheduler_figures(self) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--tolerance", type=_tolerance, default=0.10,
                    help="relative change allowed before a worse value is a regression (default 0.10)")
     p.add_argument("--tolerance-metric", dest="per_metric", action="append", default=[], metavar="METRIC=T",
-                   help="a tolerance for one metric, e.g. admission_p99=0.05 (repeatable)")
+                   help="a tolerance for one metric, e.g. admission_p99=0.05 (repeatable; control_plane_busy_s "
+                        "sets every control-plane component's)")
     p.add_argument("--all", action="store_true", help="print every metric, not only the changed ones")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     p.add_argument("--results", default="results", help="results folder holding index.jsonl (default results)")
@@ -60,25 +61,31 @@ def per_metric(items: list[str]) -> dict[str, float]:
 
 def load_run(name: str, results: str) -> tuple[Path, dict]:
     """The summary a name points at: a folder with summary.json, a JSON file, or an index name."""
-    from loadgen.index import resolve
+    from loadgen.index import resolve, runs
     p = Path(name)
     if not p.exists():
         found = resolve(name, Path(results))
         if found is None:
             raise CompareError(f"{name}: expected a run folder, a summary.json or a name in {results}/index.jsonl "
-                               f"(latest, latest~N, a run id); found none")
+                               f"(latest, latest~N, a run id); found none ({len(runs(Path(results)))} runs listed)")
         p = found
     f = p / "summary.json" if p.is_dir() else p
     try:
         doc = json.loads(f.read_text(), parse_constant=_no_constant)
     except FileNotFoundError:
         raise CompareError(f"{p}: expected a run folder holding summary.json, found none") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CompareError(f"{f}: cannot read it ({getattr(e, 'strerror', None) or type(e).__name__})") from None
+    except UnicodeDecodeError:
+        raise CompareError(f"{f}: expected a gangstorm summary.json, got binary data") from None
+    except OSError as e:
+        raise CompareError(f"{f}: cannot read it ({e.strerror or type(e).__name__})") from None
     except ValueError as e:
         raise CompareError(f"{f}: expected a gangstorm summary.json, got invalid JSON ({str(e).split(':')[0]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("schedulers"), dict):
         raise CompareError(f"{f}: schedulers: expected a gangstorm summary.json with a schedulers mapping")
+    for name, result in doc["schedulers"].items():
+        if not isinstance(result, dict):
+            raise CompareError(f"{f}: schedulers.{name}: expected a mapping of that scheduler's results, "
+                               f"got {type(result).__name__}")
     return f, doc
 
 
