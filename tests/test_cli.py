@@ -85,3 +85,13 @@ def test_a_real_backend_that_cannot_start_is_one_line_and_keeps_the_run_folder(t
     assert "make k8s-bins" in err[-1] and f"partial results kept in {tmp_path / 'run'}" in err[-1]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert s["complete"] is False and s["schedulers"] == {}
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # `gangstorm profile show | head -1`: the rest of the output meets a closed pipe
+    p = subprocess.Popen([sys.executable, "-m", "loadgen.cli.main", "profile", "show"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err

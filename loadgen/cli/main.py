@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(_interrupted(), file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`gangstorm ... | head`): stop quietly, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _kept() -> str:
