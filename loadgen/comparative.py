@@ -24,12 +24,15 @@ from loadgen.summary import header, scheduler_result
 from loadgen.timescale import scaled_chaos, scaled_job
 
 
+RESULTS_ROOT = Path("results")
+
+
 @dataclass
 class RunOptions:
     schedulers: list[str]
     backend: str = "sim"                       # "sim" or "real" (applies to every scheduler)
     out_dir: Path | None = None                # default results/<run-id>
-    results_root: Path = Path("results")
+    results_root: Path = RESULTS_ROOT
     time_scale: float = 60.0                   # wall-clock backends: virtual seconds per wall second
     trace: str | None = None
     progress: Callable[[str, float], None] | None = None

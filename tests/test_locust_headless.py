@@ -30,7 +30,7 @@ def test_headless_run_writes_results_with_exact_tails(tmp_path, run_locust):
                    "--exit-code-on-error", "0", "--only-summary")
     assert p.wait(timeout=90) == 0, p.output()[-3000:]
 
-    for name in ("summary.json", "summary.md", "jobs.csv", "timeseries.csv", "locust_stats.csv",
+    for name in ("summary.json", "summary.md", "jobs.csv", "timeseries.csv", "report.html", "locust_stats.csv",
                  "locust_failures.csv", "locust.html"):
         assert (out / name).is_file(), name
 

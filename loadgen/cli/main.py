@@ -35,14 +35,28 @@ def build_parser():
     return parser
 
 
-def _sigterm(signum, frame):
-    # Same path as Ctrl-C: every `finally` runs, so real backends stop their process groups.
+SIGNALLED: list[int] = []      # every SIGINT / SIGTERM this process received
+
+
+def _on_signal(signum, frame):
+    # SIGTERM takes Ctrl-C's path: every `finally` runs, so real backends stop their process groups.
+    # The signal is also remembered: Python drops an exception raised inside a weakref callback or
+    # a __del__ (garbage collection, e.g. while matplotlib frees a figure), and such a lost interrupt
+    # must still end the run as interrupted.
+    SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
 
+def _unraisable(info) -> None:
+    """A KeyboardInterrupt Python could not raise (see _on_signal) is not a traceback to print."""
+    if not isinstance(info.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(info)
+
+
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    sys.unraisablehook = _unraisable
     try:
         from loadgen.errors import BackendError, UserError
         args = build_parser().parse_args(argv)
@@ -74,19 +88,44 @@ def _interrupted() -> str:
     folders = storage.CREATED if storage else []
     if not folders:
         return "gangstorm: interrupted before any result was written"
-    kept = "ceiling.json" if (folders[-1] / "ceiling.json").exists() else "summary.json"
-    return f"gangstorm: interrupted; partial results kept in {folders[-1]} ({kept} has \"complete\": false)"
+    folder = folders[-1]
+    kept = "ceiling.json" if (folder / "ceiling.json").exists() else "summary.json"
+    if _complete(folder / kept):
+        # the signal came while report.html (or the index line) was being written: the results are whole
+        return (f"gangstorm: interrupted after the run finished; complete results in {folder} "
+                f"(report.html may be missing: `gangstorm report {folder}` builds it)")
+    return f"gangstorm: interrupted; partial results kept in {folder} ({kept} has \"complete\": false)"
+
+
+def _complete(path) -> bool:
+    import json
+    try:
+        return json.loads(path.read_text()).get("complete") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def console() -> int:
-    """The installed `gangstorm` command. Once main has returned, a late signal must not turn the
-    exit into a traceback, so both are blocked while the interpreter shuts down; after an interrupt
-    the status is 130 even if the interrupt landed inside an import (CPython then marks the process
-    to re-raise SIGINT at exit), so that exit skips the interpreter's shutdown."""
+    """The installed `gangstorm` command. Once main has returned, a late signal must neither turn
+    the exit into a traceback nor kill the shutdown, so both are ignored from then on (ignored, not
+    blocked: a mask is per thread, and a library's thread would take the signal with the default
+    action once the interpreter has restored it). After an interrupt the status is 130 even if
+    the interrupt landed inside an import (CPython then marks the process to re-raise SIGINT at
+    exit), so that exit skips the interpreter's shutdown."""
     try:
-        code = main()
-    finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            code = main()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        # a signal that landed in a C call at the very end of main() is handled at the next
+        # bytecode boundary, which can be here, outside main's own handler
+        print(_interrupted(), file=sys.stderr)
+        code = 130
+    if SIGNALLED and code != 130:
+        print(_interrupted(), file=sys.stderr)      # the interrupt was swallowed: see _on_signal
+        code = 130
     if code == 130:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -184,10 +184,21 @@ class Session:
         done = self.collector.done(max(len(self.shards), 1))
         s = self.collector.summary(complete=done, write_jobs=True)
         log.info("gangstorm: wrote %s/summary.json", self.collector.out)
+        self._publish(s, done)
         for name, r in s["schedulers"].items():
             a = r["admission_s"]
             log.info("gangstorm: %s admission p50 %s p99 %s p99.9 %s s (n=%d), send lateness p99.9 %s s",
                      name, a["p50"], a["p99"], a["p999"], a["count"], r["generator_lateness_wall_s"]["p999"])
+
+    def _publish(self, summary: dict, done: bool) -> None:
+        """As `gangstorm run` does: the run in results/index.jsonl (when it finished and sits in
+        results/) and its report.html."""
+        from loadgen.comparative import RESULTS_ROOT, add_to_index, in_results_root, write_report
+        out = Path(self.collector.out)
+        if done and in_results_root(out, RESULTS_ROOT):
+            add_to_index(RESULTS_ROOT, summary, out, time.time() - summary["wall_s"])
+        if write_report(out):
+            log.info("gangstorm: wrote %s/report.html", out)
 
     def quitting(self, environment, **_kw) -> None:
         """Give Locust's CSV writer one more pass so the files hold the final (exact) numbers."""
