@@ -42,7 +42,7 @@ FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision"
 
 def main(args) -> int:
     from loadgen.ceiling import sweep
-    from loadgen.comparative import write_report
+    from loadgen.comparative import RESULTS_ROOT, write_report
     from loadgen import storage
     from loadgen.errors import BackendError
     from loadgen.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
@@ -57,7 +57,7 @@ def main(args) -> int:
             except ScenarioError as e:
                 raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
     names = parse_schedulers(args.schedulers, sc)
-    out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(sc.name) + "-ceiling")
+    out = Path(args.out) if args.out else fresh_run_dir(RESULTS_ROOT, new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)
     time_scale = args.time_scale if args.time_scale is not None else 1.0
 
@@ -87,8 +87,9 @@ def render(result: dict) -> str:
         best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
         label = "none" if best is None else f"{best:g}x"
         cap = f" (search cap: {c['cap']})" if c["cap"] else ""
-        load = c["evidence"]["load"].get(c["saturated"]) if c["saturated"] and c["evidence"] else None
-        held = (c["evidence"] or {}).get("control_plane", {}).get("allocated_over_offered") if c["evidence"] else None
+        evidence = c["evidence"] or {}
+        load = evidence["load"].get(c["saturated"]) if c["saturated"] and evidence else None
+        held = evidence.get("control_plane", {}).get("allocated_over_offered")
         waited = "none near full (waited for GPUs" + (f", allocated {held:g}x offered)" if held else ")")
         sat = "n/a" if bad is None else (c["saturated"] or waited)
         if load is not None:

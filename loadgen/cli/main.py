@@ -77,18 +77,21 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _kept() -> str:
+def _last_folder():
+    """The results folder this process created last (None before any), for the closing line."""
     storage = sys.modules.get("loadgen.storage")
-    folders = storage.CREATED if storage else []
-    return f"; partial results kept in {folders[-1]}" if folders else ""
+    return storage.CREATED[-1] if storage and storage.CREATED else None
+
+
+def _kept() -> str:
+    folder = _last_folder()
+    return f"; partial results kept in {folder}" if folder else ""
 
 
 def _interrupted() -> str:
-    storage = sys.modules.get("loadgen.storage")
-    folders = storage.CREATED if storage else []
-    if not folders:
+    folder = _last_folder()
+    if folder is None:
         return "gangstorm: interrupted before any result was written"
-    folder = folders[-1]
     kept = "ceiling.json" if (folder / "ceiling.json").exists() else "summary.json"
     if _complete(folder / kept):
         # the signal came while report.html (or the index line) was being written: the results are whole
