@@ -5,16 +5,17 @@ leaves results/<run-id>/summary.json with "complete": false and what it had meas
 """
 from __future__ import annotations
 
+import secrets
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from loadgen import hostcpu, report
 from loadgen.errors import BackendError, UserError
 from loadgen.model.registry import target_class
-from loadgen.model.target import TargetContext
+from loadgen.model.target import Existing, ClusterRefused, TargetContext
 from loadgen.plan import RunPlan, plan_run
 from loadgen.recorder import Recorder
 from loadgen.runner import VirtualClock, WallClock, run as drive
@@ -39,6 +40,8 @@ class RunOptions:
     jobs_csv: bool = True
     report: bool = True                        # report.html at the end (ceiling points skip it)
     on_start: Callable[[Path], None] | None = None   # called once the run folder exists
+    existing: Existing | None = None           # attach the real targets to this cluster
+    run_id: str = ""                           # labels what the run creates (default: the run id)
     extra: dict = field(default_factory=dict)
 
 
@@ -48,6 +51,10 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     plan = plan or plan_run(scenario, opts.trace)
     run_id = new_run_id(scenario.name)
     out = Path(opts.out_dir) if opts.out_dir else fresh_run_dir(opts.results_root, run_id)
+    if not opts.run_id:
+        # unique per run even for two started in the same second: the label is all that tells
+        # two runs' objects apart on a shared cluster
+        opts = replace(opts, run_id=f"{run_id}-{secrets.token_hex(3)}")
     summary = header(run_id, scenario, plan)
     store = RunStore.create(out, summary)
     if opts.on_start:
@@ -117,6 +124,14 @@ def write_report(out: Path) -> Path | None:
         return None
 
 
+def target_context(scenario: Scenario, name: str, plan: RunPlan, opts: RunOptions, run_dir: Path | None,
+                   scale: float, run_id: str) -> TargetContext:
+    return TargetContext(fleet=plan.fleet, config=scenario.scheduler_config(name),
+                         control_plane=scenario.section("control_plane"), seed=scenario.seed, run_dir=run_dir,
+                         time_scale=scale, existing=opts.existing if opts.backend == "real" else None,
+                         run_id=run_id)
+
+
 def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             store: RunStore | None) -> tuple[dict, Recorder]:
     """One scheduler on the plan: its summary entry and its recorder. Writes nothing itself (a real
@@ -127,9 +142,7 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
     run_dir = store.dir / f"{name}-{opts.backend}" if store else None
     if wall and run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
-    target = cls(TargetContext(fleet=plan.fleet, config=scenario.scheduler_config(name),
-                               control_plane=scenario.section("control_plane"), seed=scenario.seed,
-                               run_dir=run_dir, time_scale=scale))
+    target = cls(target_context(scenario, name, plan, opts, run_dir, scale, opts.run_id or scenario.name))
     jobs = [scaled_job(j, scale) for j in plan.jobs] if wall else plan.jobs
     chaos = scaled_chaos(plan.chaos, scale) if wall else plan.chaos
     rec = Recorder(jobs)
@@ -143,6 +156,8 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             target.start()
         except (KeyboardInterrupt, UserError):
             raise
+        except ClusterRefused as e:
+            raise UserError(str(e)) from None
         except Exception as e:
             if not wall:
                 raise
@@ -157,6 +172,11 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             cp = with_host_cpu(cp, hostcpu.busy_share(cpu0, hostcpu.read()), time.monotonic() - d0, (hi - lo) / scale)
     finally:
         target.stop()
+        left = target.after_stop().get("left_behind") or {}
+        if any(left.values()):
+            print(f"gangstorm: warning: {name} left objects labelled with its run on the existing cluster: "
+                  + ", ".join(f"{v} {k}" for k, v in left.items() if v), file=sys.stderr)
+    cp = {**cp, **target.after_stop()}
     result = scheduler_result(rec, scenario, name, opts.backend, end, plan.fleet.total_gpus, cp)
     result["wall_s"] = round(time.monotonic() - t0, 3)
     if wall:

@@ -16,14 +16,17 @@ FILL_NS = "gangstorm-fill"                  # etcd_fill's ConfigMaps, deleted wh
 FAIL_TAINT = "gangstorm.io/node-failed"
 
 
-def fill_etcd(api, total_bytes: int, object_bytes: int, stop: threading.Event) -> dict[str, Any]:
-    """ConfigMaps of object_bytes until total_bytes are written (0: no limit) or etcd refuses."""
+def fill_etcd(api, total_bytes: int, object_bytes: int, stop: threading.Event, namespace: str = FILL_NS,
+              labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """ConfigMaps of object_bytes in `namespace` until total_bytes are written (0: no limit) or
+    etcd refuses; through the apiserver, so it works on any cluster the run may write to."""
     object_bytes = min(object_bytes, 1000 * 1024)        # ConfigMaps are capped at 1 MiB
     blob = "x" * object_bytes
     t0, written, i, stopped_by = time.monotonic(), 0, 0, "bytes"
     while (total_bytes <= 0 or written < total_bytes) and not stop.is_set():
         try:
-            api.create_namespaced_config_map(FILL_NS, {"metadata": {"name": f"fill-{i}"}, "data": {"blob": blob}},
+            api.create_namespaced_config_map(namespace, {"metadata": {"name": f"fill-{i}", "labels": labels or {}},
+                                                         "data": {"blob": blob}},
                                              _preload_content=False, _request_timeout=(10, 60))
             written += object_bytes
         except Exception as e:
@@ -35,17 +38,21 @@ def fill_etcd(api, total_bytes: int, object_bytes: int, stop: threading.Event) -
             "seconds": round(time.monotonic() - t0, 2)}
 
 
-def recover_etcd(api, cluster: KubeCluster) -> dict[str, Any]:
-    """Delete the filler, compact, defragment, disarm the NOSPACE alarm; timed end to end."""
+def recover_etcd(api, cluster: KubeCluster, namespace: str = FILL_NS) -> dict[str, Any]:
+    """Delete the filler, compact, defragment, disarm the NOSPACE alarm; timed end to end. On an
+    existing cluster without --etcd-endpoint only the filler is deleted (said in the result)."""
     t0 = time.monotonic()
     steps: dict[str, Any] = {}
     for _ in range(10):
         try:
-            api.delete_collection_namespaced_config_map(FILL_NS, _preload_content=False, _request_timeout=120)
+            api.delete_collection_namespaced_config_map(namespace, _preload_content=False, _request_timeout=120)
             break
         except Exception as e:
             steps["delete_error"] = reason_of(e)
             time.sleep(1)
+    if not cluster.etcd_url:
+        return {"seconds": round(time.monotonic() - t0, 2), **steps,
+                "compact": "skipped: etcd not reachable (pass --etcd-endpoint)"}
     status = cluster.etcdctl("endpoint", "status", "-w", "json")
     rev = json.loads(status.stdout)[0]["Status"]["header"]["revision"]
     for step, args in (("compact", ["compaction", str(rev), "--physical"]), ("defrag", ["defrag"]),

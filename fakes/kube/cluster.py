@@ -39,6 +39,9 @@ COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-
                    "kwok-controller")
 
 
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
 def default_bin_dir() -> Path:
     return Path(os.environ.get("GANGSTORM_BIN_DIR", Path.home() / ".cache/gangstorm/bin"))
 
@@ -283,46 +286,91 @@ class KubeCluster:
 
     def create_nodes(self, fleet, threads: int = 16, first: int = 0, count: int | None = None) -> float:
         """Register fleet nodes first..first+count as KWOK nodes; returns seconds taken."""
-        from kubernetes import client as k8s
-        count = fleet.nodes - first if count is None else count
-        api = k8s.CoreV1Api(self.api_client(threads))
-        t0 = time.monotonic()
+        return create_nodes(self.api_client(threads), fleet, threads, first, count)
 
-        def one(i: int) -> None:
-            for attempt in range(5):
-                try:
-                    api.create_node(node_body(fleet, i), _request_timeout=60)
+    # -- detached (gangstorm cluster up) --------------------------------------------------------
+    def detach(self) -> dict[str, Any]:
+        """Leave the cluster running past this process (its components are kwokctl's daemons and
+        our own sessions) and return what cluster_down() needs in another process."""
+        atexit.unregister(self.stop)
+        self._stopped = True
+        return {"kwok_workdir": str(self.kwok_workdir), "cluster_name": self.spec.name,
+                "bin_dir": str(self.bin_dir), "pids": self.pids(), "kubeconfig": str(self.kubeconfig),
+                "etcd_url": self.etcd_url, "scheduler_metrics_url": self.scheduler_metrics_url}
+
+
+def cluster_down(state: dict[str, Any]) -> list[str]:
+    """Stop a detached cluster (KubeCluster.detach's state) from any process: kwokctl delete, then
+    every recorded process group; returns the processes still alive afterwards."""
+    env = dict(os.environ, KWOK_WORKDIR=state["kwok_workdir"], NO_PROXY="127.0.0.1,localhost",
+               no_proxy="127.0.0.1,localhost")
+    with procs.signals_held():
+        try:
+            subprocess.run([str(Path(state["bin_dir"]) / "kwokctl"), "--name", state["cluster_name"], "delete",
+                            "cluster"], env=env, capture_output=True, timeout=60, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for pid in state.get("pids", {}).values():
+            procs.stop(int(pid))
+    return [f"{n} (pid {p})" for n, p in state.get("pids", {}).items() if procs.alive(int(p))]
+
+
+def cluster_status(state: dict[str, Any]) -> dict[str, Any]:
+    comps = {n: "running" if procs.alive(int(p)) else "exited" for n, p in state.get("pids", {}).items()}
+    return {"up": bool(comps) and all(v == "running" for v in comps.values()), "components": comps}
+
+
+def create_nodes(api_client, fleet, threads: int = 16, first: int = 0, count: int | None = None,
+                 body=None) -> float:
+    """Register fleet nodes first..first+count through api_client (body(fleet, i), default
+    node_body); returns seconds taken."""
+    body = body or node_body
+    from kubernetes import client as k8s
+    count = fleet.nodes - first if count is None else count
+    api = k8s.CoreV1Api(api_client)
+    t0 = time.monotonic()
+
+    def one(i: int) -> None:
+        for attempt in range(5):
+            try:
+                api.create_node(body(fleet, i), _request_timeout=60)
+                return
+            except k8s.ApiException as e:
+                if e.status == 409:
                     return
-                except k8s.ApiException as e:
-                    if e.status == 409:
-                        return
-                    if e.status not in (429, 500, 503, 504) or attempt == 4:
-                        raise
-                time.sleep(0.5 * (attempt + 1))
+                if e.status not in (429, 500, 503, 504) or attempt == 4:
+                    raise
+            time.sleep(0.5 * (attempt + 1))
 
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(one, range(first, first + count)))
-        return time.monotonic() - t0
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(first, first + count)))
+    return time.monotonic() - t0
 
 
-def ready_nodes(api) -> int:
-    """How many nodes report Ready (one list from the apiserver's cache, through a CoreV1Api)."""
+def ready_nodes(api, names: set[str] | None = None) -> int:
+    """How many nodes (of `names`, default all) report Ready (one list from the apiserver's cache)."""
     items = json.loads(api.list_node(_preload_content=False, resource_version="0").data)["items"]
     return sum(1 for n in items for c in n.get("status", {}).get("conditions", [])
-               if c["type"] == "Ready" and c["status"] == "True")
+               if c["type"] == "Ready" and c["status"] == "True"
+               and (names is None or n["metadata"]["name"] in names))
 
 
-def node_body(fleet, i: int) -> dict:
+def node_body(fleet, i: int, name: str | None = None, labels: dict[str, str] | None = None,
+              kwok_annotation: bool = True) -> dict:
+    """Fleet node i as a fake Node. The kwokctl clusters' own kwok manages nodes annotated
+    kwok.x-k8s.io/node=fake; a run on an existing cluster leaves the annotation off and runs its
+    own kwok for its run-labelled nodes (fakes/kube/attached.py), so the two never share a node."""
     cap = {"cpu": str(fleet.cpus_per_node), "memory": f"{fleet.memory_gib_per_node}Gi",
            "nvidia.com/gpu": str(fleet.gpus_per_node), "pods": "110"}
-    name = fleet.node_name(i)
+    name = name or fleet.node_name(i)
+    ann = {"node.alpha.kubernetes.io/ttl": "0", **({KWOK_NODE_ANNOTATION: "fake"} if kwok_annotation else {})}
+    base = {"type": "kwok"} if kwok_annotation else {}
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name,
-                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                     "labels": {"type": "kwok", "kubernetes.io/hostname": name,
+        "metadata": {"name": name, "annotations": ann,
+                     "labels": {**base, "kubernetes.io/hostname": name,
                                 "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                                **fleet.node_labels(i)}},
+                                **fleet.node_labels(i), **(labels or {})}},
         "spec": {"taints": []},
         "status": {"capacity": cap, "allocatable": cap},
     }

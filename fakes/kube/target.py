@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from fakes.kube import metrics as kube_metrics
-from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, job_labels, pod_spec
+from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import reason_of, retryable
-from fakes.real.kubefamily import NS, TIMEOUT, Gang, RealKubeFamily
+from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
@@ -77,7 +77,10 @@ class RealKube(RealKubeFamily):
         return scheduler_config(self.cfg)
 
     def _scheduler_figures(self) -> dict[str, Any]:
-        return {"scheduler": kube_metrics.fetch(self.cluster.scheduler_metrics_url, kube_metrics.scheduler_figures)}
+        url = self.cluster.scheduler_metrics_url
+        if not url:
+            return {"scheduler": {"error": "not scraped: the existing cluster's kube-scheduler /metrics is not ours"}}
+        return {"scheduler": kube_metrics.fetch(url, kube_metrics.scheduler_figures)}
 
     # --- submission ---------------------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> list[Event]:
@@ -92,9 +95,9 @@ class RealKube(RealKubeFamily):
         job = gang.job
         ann = {COMPLETE_AFTER: go_duration(job.duration_s)} if self.completion == "kwok" else {}
         body = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "annotations": ann, "labels": job_labels(job)},
+                "metadata": {"name": name, "annotations": ann, "labels": self.labels(job)},
                 "spec": pod_spec({GPU: str(job.gpus_per_member), "cpu": str(max(job.cpus_per_member, 1)),
-                                  "memory": "1Gi"})}
+                                  "memory": "1Gi"}, **self.pod_fields())}
         gang.pods[name] = member
         self.pool.submit(self._create_one, job.id, name, body)
 
@@ -102,7 +105,7 @@ class RealKube(RealKubeFamily):
         """One create (pool thread); the outcome goes to the inbox, where retries are scheduled."""
         self.pod_sent.setdefault(name, self.clock.now())   # plain dict store: atomic under the GIL
         try:
-            self.api.create_namespaced_pod(NS, body, _preload_content=False, _request_timeout=TIMEOUT)
+            self.api.create_namespaced_pod(self.ns, body, _preload_content=False, _request_timeout=TIMEOUT)
         except Exception as e:
             if getattr(e, "status", None) != 409:
                 if not self._stop.is_set():
@@ -134,7 +137,7 @@ class RealKube(RealKubeFamily):
         self._end(gang, t, Kind.FAILED if retryable(reason) or gang.submitted else Kind.REJECTED, reason)
 
     def _delete(self, gang: Gang) -> None:
-        self._call(partial(self.api.delete_collection_namespaced_pod, NS, label_selector=f"{L_JOB}={gang.job.id}",
+        self._call(partial(self.api.delete_collection_namespaced_pod, self.ns, label_selector=f"{L_JOB}={gang.job.id}",
                            grace_period_seconds=0, _preload_content=False, _request_timeout=TIMEOUT),
                    failed="delete_errors")
 

@@ -37,13 +37,15 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from fakes.kube import chaos as cluster_chaos, metrics as kube_metrics
-from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
-from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, PodWatch, go_duration, pod_spec
+from fakes.kube.attached import AttachedCluster, foreign_pods, pods_by_node
+from fakes.kube.cluster import ClusterSpec, KubeCluster, create_nodes, get_text, node_body, ready_nodes
+from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, PodWatch, go_duration, job_labels, pod_spec
 from fakes.kube.refusal import reason_of, retryable
 from fakes.real.base import RealTarget
+from fakes.real.procs import signals_held
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, TargetContext
+from loadgen.model.target import RUN_LABEL, ChaosAction, ClusterRefused, ForeignWorkloads, TargetContext, run_label
 
 NS = "gangstorm"
 TIMEOUT = (10, 60)      # connect, read: a call on a dead keep-alive connection must not hang a run
@@ -77,7 +79,17 @@ class RealKubeFamily(RealTarget):
         self.gangs: dict[int, Gang] = {}                # job id -> every live job
         self.pods: dict[str, PodView] = {}              # uid -> latest view, until deleted
         self.used = np.zeros(self.fleet.nodes, dtype=np.int32)
-        self.node_index = {self.fleet.node_name(i): i for i in range(self.fleet.nodes)}
+        # An existing cluster (--kubeconfig): everything the run creates carries the run label and
+        # lives in namespaces of its own; its nodes are either created here (run-labelled, driven
+        # by a kwok of its own) or chosen with --node-selector. stop() deletes all of it.
+        self.existing = ctx.existing if ctx.existing and ctx.existing.kubeconfig else None
+        self.label = run_label(ctx.run_id)
+        self.ns = f"gangstorm-{self.label}"[:63].rstrip("-") if self.existing else NS
+        self.fill_ns = f"{self.ns}-fill"[:63] if self.existing else cluster_chaos.FILL_NS
+        self.node_names = [self.fleet.node_name(i) for i in range(self.fleet.nodes)]
+        self.node_selector: dict[str, str] = {}             # pods go only to the run's nodes
+        self.left_behind: dict[str, int] | None = None      # labelled objects still there after stop()
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
         self.figures: dict[str, Any] = {}
         self.readmission_s: list[float] = []            # lost members -> admitted again
         self.cluster: KubeCluster | None = None
@@ -118,28 +130,15 @@ class RealKubeFamily(RealTarget):
             self._tmp = tempfile.mkdtemp(prefix=f"gangstorm-{self.name}-")
         # absolute: the components run in their own working directories and read config by path
         run_dir = Path(self.ctx.run_dir or self._tmp).resolve()
-        profile = self.scheduler_profile()
-        spec = ClusterSpec(name=self.cfg.get("cluster_name") or f"gangstorm-{self.name}", workdir=run_dir / "kube",
-                           scheduler=profile is not None, scheduler_config=profile,
-                           etcd_quota_bytes=int(self.cp.get("etcd_quota_bytes", 2 * 1024**3)),
-                           apiserver_args=apiserver_args(self.cp))
+        threads = int(self.cfg.get("client_threads", 8))
         try:
-            self.cluster = KubeCluster(spec)
-            self.cluster.start()
-            self.figures["cluster_start_s"] = round(self.cluster.started_s, 2)
-            threads = int(self.cfg.get("client_threads", 8))
-            self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
-            for ns in (NS, cluster_chaos.FILL_NS):
-                self.api.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
-            self.figures["nodes_registered_s"] = round(
-                self.cluster.create_nodes(self.fleet, threads=int(self.cfg.get("node_threads", 16))), 2)
-            self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
-            self.figures["nodes"] = self.fleet.nodes
-            self._wait_service_account()
-            self._start_scheduler(run_dir)
+            if self.existing:
+                self._attach(run_dir, threads)
+            else:
+                self._launch(run_dir, threads)
             self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"{self.name}-client")
             self._chaos_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-chaos")
-            self.watch = PodWatch(k8s.CoreV1Api(self.cluster.api_client(2)), NS, partial(self._post, self._on_pod),
+            self.watch = PodWatch(k8s.CoreV1Api(self.cluster.api_client(2)), self.ns, partial(self._post, self._on_pod),
                                   self.clock.now)
             self.watch.start()
             threading.Thread(target=self._scrape_loop, name=f"{self.name}-scrape", daemon=True).start()
@@ -147,10 +146,136 @@ class RealKubeFamily(RealTarget):
             self.stop()
             raise
 
+    def _launch(self, run_dir: Path, threads: int) -> None:
+        """A KWOK cluster of our own with the scenario's apiserver flags, etcd quota and scheduler."""
+        from kubernetes import client as k8s
+        profile = self.scheduler_profile()
+        spec = ClusterSpec(name=self.cfg.get("cluster_name") or f"gangstorm-{self.name}", workdir=run_dir / "kube",
+                           scheduler=profile is not None, scheduler_config=profile,
+                           etcd_quota_bytes=int(self.cp.get("etcd_quota_bytes", 2 * 1024**3)),
+                           apiserver_args=apiserver_args(self.cp))
+        self.cluster = KubeCluster(spec)
+        self.cluster.start()
+        self.figures["cluster_start_s"] = round(self.cluster.started_s, 2)
+        self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
+        for ns in (self.ns, self.fill_ns):
+            self.api.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
+        self.figures["nodes_registered_s"] = round(
+            self.cluster.create_nodes(self.fleet, threads=int(self.cfg.get("node_threads", 16))), 2)
+        self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
+        self.figures["nodes"] = self.fleet.nodes
+        self._wait_service_account()
+        self._start_scheduler(run_dir)
+
+    # --- an existing cluster ------------------------------------------------------------------------
+    def _attach(self, run_dir: Path, threads: int) -> None:
+        from kubernetes import client as k8s
+        self.cluster = AttachedCluster(self.existing, run_dir / "kube").start()
+        self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
+        self.figures["existing_cluster"] = {"server": self.cluster.url, "run_label": f"{RUN_LABEL}={self.label}",
+                                            "namespace": self.ns}
+        self._refuse_foreign()
+        self._check_scheduler_installed()
+        if self.existing.node_selector:
+            self._select_nodes()
+        labels = {RUN_LABEL: self.label, "app.kubernetes.io/managed-by": "gangstorm"}
+        for ns in (self.ns, self.fill_ns):
+            self.api.create_namespace({"metadata": {"name": ns, "labels": labels}}, _preload_content=False)
+        if not self.existing.node_selector:
+            self._create_own_nodes(threads)
+        self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
+        self.figures["nodes"] = self.fleet.nodes
+        self._wait_service_account()
+        self._attach_scheduler()
+
+    def _refuse_foreign(self) -> list[str]:
+        pods = foreign_pods(self.api, self.label)
+        if pods and not self.existing.allow_foreign:
+            shown = ", ".join(pods[:3]) + (f", ... {len(pods) - 3} more" if len(pods) > 3 else "")
+            raise ForeignWorkloads(
+                f"--kubeconfig {self.existing.kubeconfig} ({self.cluster.url}): {len(pods)} pods gangstorm did not "
+                f"create ({shown}): pass --allow-foreign-workloads to run next to them (they are never touched)")
+        self.figures["foreign_pods"] = len(pods)
+        return pods
+
+    def _candidate_nodes(self) -> list[str]:
+        """Ready, schedulable nodes matching --node-selector with the fleet's GPUs, sorted by name."""
+        sel = self.existing.node_selector
+        items = json.loads(self.api.list_node(label_selector=sel, _preload_content=False).data)["items"]
+        ok = []
+        for n in items:
+            st, spec = n.get("status") or {}, n.get("spec") or {}
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or [])
+            gpus = int(str((st.get("allocatable") or {}).get(GPU, "0")) or 0)
+            if ready and not spec.get("unschedulable") and gpus >= self.fleet.gpus_per_node:
+                ok.append(n["metadata"]["name"])
+        return sorted(ok)
+
+    def _select_nodes(self) -> None:
+        found = self._candidate_nodes()
+        if len(found) < self.fleet.nodes:
+            raise ClusterRefused(f"--node-selector {self.existing.node_selector}: {len(found)} Ready nodes with "
+                                 f">= {self.fleet.gpus_per_node} {GPU}, the scenario's fleet needs "
+                                 f"{self.fleet.nodes} (pass --nodes {len(found)} or fewer)")
+        self._use_nodes(found[: self.fleet.nodes])
+        self.node_selector = dict(kv.split("=", 1) if "=" in kv else (kv, "")
+                                  for kv in self.existing.node_selector.split(","))
+
+    def _create_own_nodes(self, threads: int) -> None:
+        names = [f"gs-{self.label}-{i:05d}" for i in range(self.fleet.nodes)]
+        self._use_nodes(names)
+        labels = {RUN_LABEL: self.label}
+        self.cluster.start_kwok(f"{RUN_LABEL}={self.label}")
+        self.figures["nodes_registered_s"] = round(create_nodes(
+            self.cluster.api_client(threads), self.fleet, threads,
+            body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False)), 2)
+        self.node_selector = dict(labels)
+
+    def _use_nodes(self, names: list[str]) -> None:
+        self.node_names = list(names)
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+
+    def _check_scheduler_installed(self) -> None:
+        """Volcano checks its CRDs here; kube-scheduler is part of every cluster."""
+
+    def _attach_scheduler(self) -> None:
+        """Clients for the cluster's own scheduler objects (Volcano); nothing is started."""
+
+    def pod_fields(self) -> dict[str, Any]:
+        """Spec fields every pod of the run gets: on an existing cluster, only the run's nodes."""
+        return {"nodeSelector": dict(self.node_selector)} if self.node_selector else {}
+
+    def labels(self, job: Job) -> dict[str, str]:
+        return {**job_labels(job), RUN_LABEL: self.label}
+
+    def preflight(self) -> list[str]:
+        """Read-only: the apiserver answers, foreign pods (refused unless allowed), the nodes the
+        run would use, the scheduler (Volcano's CRDs)."""
+        if not self.existing:
+            return []
+        from kubernetes import client as k8s
+        self.cluster = AttachedCluster(self.existing, Path(tempfile.gettempdir()))
+        self.cluster.start()
+        self.api = k8s.CoreV1Api(self.cluster.api_client(2))
+        pods = self._refuse_foreign()
+        self._check_scheduler_installed()
+        lines = [f"kube-apiserver {self.cluster.url} ready; {len(pods)} pods gangstorm did not create"
+                 + (" (allowed; never touched)" if pods else "")]
+        if self.existing.node_selector:
+            found = self._candidate_nodes()
+            if len(found) < self.fleet.nodes:
+                self._select_nodes()          # raises with the counts
+            lines.append(f"{len(found)} Ready nodes match --node-selector {self.existing.node_selector}; "
+                         f"the run uses the first {self.fleet.nodes} ({found[0]} .. {found[self.fleet.nodes - 1]})")
+        else:
+            lines.append(f"would create {self.fleet.nodes} KWOK nodes labelled {RUN_LABEL}={self.label} "
+                         f"and run a kwok controller for them, namespaces {self.ns} and {self.fill_ns}")
+        return lines
+
     def _wait_nodes_ready(self, timeout: float = 600) -> float:
         t0 = time.monotonic()
         while True:
-            ready = ready_nodes(self.api)
+            ready = ready_nodes(self.api, set(self.node_names) if self.existing else None)
             if ready >= self.fleet.nodes:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
@@ -164,11 +289,11 @@ class RealKubeFamily(RealTarget):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.api.read_namespaced_service_account("default", NS, _preload_content=False)
+                self.api.read_namespaced_service_account("default", self.ns, _preload_content=False)
                 return
             except Exception:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no ServiceAccount default in namespace {NS} after {timeout}s")
+                    raise TimeoutError(f"no ServiceAccount default in namespace {self.ns} after {timeout}s")
                 self.cluster.revive()
                 time.sleep(0.5)
 
@@ -183,11 +308,63 @@ class RealKubeFamily(RealTarget):
             self.watch.stop()
         if self.api is not None:
             self._final = self._scrape()
+            if self.existing:
+                with signals_held():
+                    self.left_behind = self._remove_labelled()
         if self.cluster:
             self.cluster.stop()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    def labelled(self) -> dict[str, int]:
+        """Objects carrying this run's label in the cluster, by kind (what stop() must leave at 0)."""
+        sel = f"{RUN_LABEL}={self.label}"
+        out = {}
+        for kind, call in (("pods", self.api.list_pod_for_all_namespaces), ("namespaces", self.api.list_namespace),
+                           ("nodes", self.api.list_node),
+                           ("configmaps", self.api.list_config_map_for_all_namespaces)):
+            out[kind] = len(json.loads(call(label_selector=sel, _preload_content=False, _request_timeout=(10, 60)).data)["items"])
+        out.update(self._labelled_scheduler_objects(sel))
+        return out
+
+    def _labelled_scheduler_objects(self, selector: str) -> dict[str, int]:
+        return {}
+
+    def _remove_scheduler_objects(self) -> None:
+        """Volcano: its Jobs and the run's Queues."""
+
+    def _remove_labelled(self, timeout_s: float = 90.0) -> dict[str, int]:
+        """Delete everything the run created on the existing cluster (its pods, namespaces, nodes,
+        scheduler objects), recover nodes it failed, and wait until nothing labelled is left;
+        returns what is still there after timeout_s (all zeros when clean)."""
+        sel, api = f"{RUN_LABEL}={self.label}", self.api
+        quiet = dict(_preload_content=False, _request_timeout=(10, 60))
+        steps = [lambda: self._remove_scheduler_objects()]
+        steps += [partial(api.delete_collection_namespaced_pod, ns, label_selector=sel, grace_period_seconds=0, **quiet)
+                  for ns in (self.ns, self.fill_ns)]
+        steps += [partial(api.delete_namespace, ns, **quiet) for ns in (self.ns, self.fill_ns)]
+        for i in sorted(self.down):
+            steps.append(partial(cluster_chaos.mark_failed, api, self.node_names[i], False))
+        for step in steps:
+            try:
+                step()
+            except Exception as e:
+                if getattr(e, "status", None) != 404:
+                    self._count(f"cleanup_error_{reason_of(e)}")
+        deadline = time.monotonic() + timeout_s
+        left = self.labelled()
+        while left["pods"] and time.monotonic() < deadline:     # our kwok finalizes pods on our nodes
+            time.sleep(1.0)
+            left = self.labelled()
+        try:
+            api.delete_collection_node(label_selector=sel, **quiet)
+        except Exception as e:
+            self._count(f"cleanup_error_{reason_of(e)}")
+        while any(left.values()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            left = self.labelled()
+        return left
 
     # --- client calls (pool threads) ----------------------------------------------------------------
     def _post(self, fn: Callable, *args: Any) -> None:
@@ -302,7 +479,8 @@ class RealKubeFamily(RealTarget):
             out["apiserver"] = kube_metrics.apiserver_figures(get_text(self.api.api_client, "/metrics"))
         except Exception as e:
             out["apiserver_error"] = reason_of(e)
-        out["etcd"] = kube_metrics.fetch(self.cluster.etcd_url + "/metrics", kube_metrics.etcd_figures)
+        if self.cluster.etcd_url:
+            out["etcd"] = kube_metrics.fetch(self.cluster.etcd_url + "/metrics", kube_metrics.etcd_figures)
         return out
 
     # etcd key prefixes of the objects whose size the simulated control plane uses
@@ -341,6 +519,10 @@ class RealKubeFamily(RealTarget):
         out["backend"] = "real"
         return out
 
+    def after_stop(self) -> dict[str, Any]:
+        """What stop() left on an existing cluster ({} on a cluster of our own)."""
+        return {} if self.left_behind is None else {"left_behind": self.left_behind}
+
     # --- chaos (Target.chaos dispatches to these) -----------------------------------------------------
     def _chaos_evict(self, action: ChaosAction, now: float) -> None:
         """The Eviction API on random running members (what a drain or a preemption does); the
@@ -349,10 +531,10 @@ class RealKubeFamily(RealTarget):
         running = sorted(self.pods[uid].name for g in self.gangs.values() if g.admitted_t is not None
                          for uid in g.bound if uid in self.pods and self.pods[uid].holds)
         for name in self.rng.sample(running, min(int(action.params.get("members", 1)), len(running))):
-            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS},
+            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": self.ns},
                     "deleteOptions": {"gracePeriodSeconds": 0}}
             try:
-                self.api.create_namespaced_pod_eviction(name, NS, body, _preload_content=False,
+                self.api.create_namespaced_pod_eviction(name, self.ns, body, _preload_content=False,
                                                         _request_timeout=TIMEOUT)
                 self._count("evictions")
             except Exception as e:
@@ -368,23 +550,35 @@ class RealKubeFamily(RealTarget):
 
     def _mark_failed(self, action: ChaosAction, failed: bool) -> None:
         nodes = {int(n) for n in action.params.get("nodes", [])}
+        if failed and self.existing and self.existing.node_selector:
+            nodes -= self._hosting_foreign(nodes)
         for i in sorted(nodes):
-            cluster_chaos.mark_failed(self.api, self.fleet.node_name(i), failed)
+            cluster_chaos.mark_failed(self.api, self.node_names[i], failed)
         if failed:
             self.down |= nodes
         else:
             self.down -= nodes
+
+    def _hosting_foreign(self, nodes: set[int]) -> set[int]:
+        """Selected nodes (--node-selector) that run a pod gangstorm did not create: failing them
+        would evict it, so chaos leaves them alone and counts them."""
+        by_node = pods_by_node(self.api)
+        busy = {i for i in nodes if any((m.get("labels") or {}).get(RUN_LABEL) != self.label
+                                        for m in by_node.get(self.node_names[i], []))}
+        if busy:
+            self._count("node_fail_skipped_foreign", len(busy))
+        return busy
 
     # etcd steps take seconds to minutes: they run in order on one chaos thread so the runner keeps
     # submitting (and observing the refusals) meanwhile; their figures land in self.figures.
     def _chaos_etcd_fill(self, action: ChaosAction, now: float) -> None:
         p = action.params
         fill = partial(cluster_chaos.fill_etcd, self.api, int(p.get("bytes", 0)),
-                       int(p.get("object_bytes", 900 * 1024)), self._stop)
+                       int(p.get("object_bytes", 900 * 1024)), self._stop, self.fill_ns, {RUN_LABEL: self.label})
         self._chaos_pool.submit(self._chaos_step, "etcd_fill", fill)
 
     def _chaos_etcd_recover(self, action: ChaosAction, now: float) -> None:
-        recover = partial(cluster_chaos.recover_etcd, self.api, self.cluster)
+        recover = partial(cluster_chaos.recover_etcd, self.api, self.cluster, self.fill_ns)
         self._chaos_pool.submit(self._chaos_step, "etcd_recover", recover)
 
     def _chaos_step(self, key: str, step: Callable[[], dict]) -> None:
@@ -399,8 +593,8 @@ class RealKubeFamily(RealTarget):
             body = {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": f"prefill-{next(self._prefills)}", "annotations": ann,
                                  "labels": {"app.kubernetes.io/managed-by": "gangstorm",
-                                            "gangstorm.io/prefill": "true"}},
-                    "spec": pod_spec({GPU: str(int(gpus)), "cpu": "1"}, nodeName=self.fleet.node_name(int(node)))}
-            self._call(partial(self.api.create_namespaced_pod, NS, body, _preload_content=False,
+                                            "gangstorm.io/prefill": "true", RUN_LABEL: self.label}},
+                    "spec": pod_spec({GPU: str(int(gpus)), "cpu": "1"}, nodeName=self.node_names[int(node)])}
+            self._call(partial(self.api.create_namespaced_pod, self.ns, body, _preload_content=False,
                                _request_timeout=TIMEOUT), failed="prefill_errors")
             self._count("prefill_gpus", int(gpus))

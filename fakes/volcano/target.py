@@ -10,21 +10,23 @@ after the job's (time-scaled) duration through the KWOK stage driven by the
 """
 from __future__ import annotations
 
+import json
 import re
+import time
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fakes.kube.metrics import fetch
-from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, job_labels, pod_spec
+from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import reason_of
-from fakes.real.kubefamily import NS, TIMEOUT, Gang, RealKubeFamily
+from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import TargetContext
+from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 SCHED_GROUP, SCHED_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -49,8 +51,60 @@ class RealVolcano(RealKubeFamily):
         self.figures["volcano_version"] = VOLCANO_VERSION
 
     def start(self) -> None:
-        require_binaries()          # before the cluster: a missing build fails in a second
+        if not self.existing:
+            require_binaries()      # before the cluster: a missing build fails in a second
         super().start()
+
+    # --- an existing cluster: its own Volcano, if installed -----------------------------------------
+    REQUIRED_CRDS = ("jobs.batch.volcano.sh", "queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh")
+
+    def _check_scheduler_installed(self) -> None:
+        from kubernetes import client
+        ext = client.ApiextensionsV1Api(self.api.api_client)
+        names = {c["metadata"]["name"] for c in json.loads(ext.list_custom_resource_definition(
+            _preload_content=False, _request_timeout=(10, 60)).data)["items"]}
+        missing = [c for c in self.REQUIRED_CRDS if c not in names]
+        if missing:
+            raise ClusterRefused(f"--kubeconfig {self.existing.kubeconfig} ({self.cluster.url}): Volcano is not "
+                                 f"installed there (no CRD {', '.join(missing)}); install Volcano, or start a "
+                                 f"cluster with it: gangstorm cluster up volcano")
+
+    def _attach_scheduler(self) -> None:
+        from kubernetes import client
+        self.custom = client.CustomObjectsApi(self.api.api_client)
+        self.figures["volcano_version"] = "the cluster's own (not probed)"
+
+    def queue_name(self, job: Job) -> str:
+        """The tenant's Queue; on an existing cluster prefixed with the run label, so the run never
+        writes into a queue it did not create."""
+        base = dns_name(job.queue or job.tenant)
+        return dns_name(f"gs-{self.label}-{base}") if self.existing else base
+
+    def _labelled_scheduler_objects(self, selector: str) -> dict[str, int]:
+        out = {}
+        for kind, call in (("volcano_jobs", lambda: self.custom.list_cluster_custom_object(
+                               GROUP, VERSION, "jobs", label_selector=selector, _preload_content=False)),
+                           ("volcano_queues", lambda: self.custom.list_cluster_custom_object(
+                               SCHED_GROUP, SCHED_VERSION, "queues", label_selector=selector, _preload_content=False))):
+            try:
+                out[kind] = len(json.loads(call().data)["items"])
+            except Exception:
+                out[kind] = -1          # could not be listed: reported as unknown, never as clean
+        return out
+
+    def _remove_scheduler_objects(self) -> None:
+        """The run's Jobs first (their pods and PodGroups follow), then its Queues once empty."""
+        sel = f"{RUN_LABEL}={self.label}"
+        self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.ns, "jobs", label_selector=sel,
+                                                               _preload_content=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self._labelled_scheduler_objects(sel).get("volcano_jobs"):
+            time.sleep(0.5)
+        queues = json.loads(self.custom.list_cluster_custom_object(
+            SCHED_GROUP, SCHED_VERSION, "queues", label_selector=sel, _preload_content=False).data)["items"]
+        for q in queues:
+            self.custom.delete_cluster_custom_object(SCHED_GROUP, SCHED_VERSION, "queues", q["metadata"]["name"],
+                                                     _preload_content=False)
 
     def _start_scheduler(self, run_dir: Path) -> None:
         from kubernetes import client
@@ -92,16 +146,16 @@ class RealVolcano(RealKubeFamily):
         if cap is not None:
             spec["capability"] = {GPU: str(int(cap))}
         return {"apiVersion": f"{SCHED_GROUP}/{SCHED_VERSION}", "kind": "Queue",
-                "metadata": {"name": q}, "spec": spec}
+                "metadata": {"name": q, "labels": {RUN_LABEL: self.label}}, "spec": spec}
 
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
         requests = {GPU: str(job.gpus_per_member), "cpu": str(max(1, int(job.cpus_per_member or 1)))}
-        template = {"metadata": {"labels": job_labels(job),          # the watch finds the gang by label
+        template = {"metadata": {"labels": self.labels(job),          # the watch finds the gang by label
                                  "annotations": {COMPLETE_AFTER: go_duration(job.duration_s)}},
-                    "spec": pod_spec(requests, schedulerName="volcano")}
+                    "spec": pod_spec(requests, schedulerName="volcano", **self.pod_fields())}
         return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Job",
-            "metadata": {"name": vcjob_name(job.id), "namespace": NS, "labels": job_labels(job)},
+            "metadata": {"name": vcjob_name(job.id), "namespace": self.ns, "labels": self.labels(job)},
             "spec": {
                 "schedulerName": "volcano",
                 "queue": queue,
@@ -119,7 +173,7 @@ class RealVolcano(RealKubeFamily):
         The tenant's Queue is created on its first job; no wait for the queue controller to open
         it: vc-scheduler leaves the job Pending until the queue is Open."""
         self.clock.sync(now)
-        q = dns_name(job.queue or job.tenant)
+        q = self.queue_name(job)
         if q not in self.queues:
             self.queues[q] = self.pool.submit(self._retry, partial(
                 self.custom.create_cluster_custom_object, SCHED_GROUP, SCHED_VERSION, "queues", self.queue_body(job, q),
@@ -132,7 +186,7 @@ class RealVolcano(RealKubeFamily):
     def _create_job(self, job_id: int, body: dict[str, Any], queue_created: Future) -> None:
         try:
             queue_created.result()
-            self._retry(partial(self.custom.create_namespaced_custom_object, GROUP, VERSION, NS, "jobs", body,
+            self._retry(partial(self.custom.create_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs", body,
                                 _request_timeout=TIMEOUT))
         except Exception as e:
             if not self._stop.is_set():
@@ -146,7 +200,7 @@ class RealVolcano(RealKubeFamily):
 
     def _delete(self, gang: Gang) -> None:
         """The Job goes with its pods and PodGroup (owner references)."""
-        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, NS, "jobs", vcjob_name(gang.job.id),
+        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs", vcjob_name(gang.job.id),
                            body={"propagationPolicy": "Background"}, _request_timeout=TIMEOUT),
                    ok=(404,), failed="delete_errors")
 

@@ -20,11 +20,14 @@ class UsageError(UserError):
 def add_targets(parser, default_help: str = "the scenario's schedulers_enabled") -> None:
     """--schedulers and --backend, as every run-like subcommand takes them."""
     parser.add_argument("--schedulers", help=f"comma-separated subset of {','.join(SCHEDULERS)} (default: {default_help})")
-    parser.add_argument("--backend", choices=backends(), default="sim",
-                        help="sim: the embedded simulated schedulers (default); real: launch the real ones")
+    parser.add_argument("--backend", choices=backends(), default=None,
+                        help="sim: the embedded simulated schedulers (default); real: launch the real ones "
+                             "(or attach to an existing cluster, see below)")
     parser.add_argument("--profile", help="calibration profile of the simulated schedulers: a shipped name "
                         "(reference, local) or a profile file from `gangstorm calibrate` (default: the "
                         "scenario's `profile:`, else reference)")
+    from loadgen.cli.existing import add_existing
+    add_existing(parser)
 
 
 def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, ProgressBar, add_overrides, add_targets, parse_schedulers, scenario_from
+from loadgen.cli.existing import attached_schedulers, existing_from, preflight
 
 
 def add_parser(sub) -> None:
@@ -35,18 +36,31 @@ def main(args) -> int:
     from loadgen.comparative import RunOptions, run
     from loadgen.plan import plan_run
     from loadgen.storage import check_out_dir
+    existing = existing_from(args)
     if args.out:
         check_out_dir(args.out)
     check_trace_flags(args)
     scenario = scenario_from(args)
-    names = parse_schedulers(args.schedulers, scenario)
-    bar = None if args.quiet else ProgressBar()
+    names = parse_schedulers(args.schedulers, scenario) if existing is None else \
+        (attached_schedulers(args.schedulers, existing) or parse_schedulers(args.schedulers, scenario))
     plan = plan_run(scenario, args.trace)           # every input checked before anything is written
+    if existing is not None or args.dry_run:
+        # read-only checks of the cluster (foreign workloads, nodes, Volcano) before a folder exists
+        from loadgen.model.target import run_label
+        from loadgen.storage import new_run_id
+        label = run_label(new_run_id(scenario.name) + "-xxxxxx")
+        found = preflight(scenario, names, args.backend, plan, existing, args.time_scale, label)
+        if args.dry_run:
+            from loadgen.dryrun import describe
+            print(describe(plan, names, label, found, args.time_scale if args.backend == "real" else 1.0,
+                           existing is not None))
+            return 0
+    bar = None if args.quiet else ProgressBar()
     fleet = scenario.section("fleet")
     banner = (f"gangstorm: {scenario.name}: {fleet['nodes']:,} nodes x {fleet['gpus_per_node']} GPUs, "
               f"{scenario.data['duration_h']} h, schedulers {', '.join(names)} ({args.backend})")
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
-                      time_scale=args.time_scale, trace=args.trace, progress=bar,
+                      time_scale=args.time_scale, trace=args.trace, progress=bar, existing=existing,
                       on_start=lambda out: print(f"{banner} -> {out}/", file=sys.stderr))
     summary = run(scenario, opts, plan)
     if bar:

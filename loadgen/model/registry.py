@@ -42,3 +42,12 @@ def target_class(name: str, backend: str) -> type[Target]:
         raise KeyError(f"no {backend} target for scheduler {name!r}") from None
     module, cls = spec.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+# `gangstorm cluster up|down|status BACKEND`: one launcher module per built-in scheduler,
+# fakes/<name>/launch.py, with up(fleet, workdir, name) -> state, down(state) -> leftovers,
+# status(state) -> figures (see loadgen/cli/cluster.py for the contract).
+def launcher(name: str):
+    if name not in SCHEDULERS:
+        raise KeyError(f"no cluster launcher for {name!r}")
+    return importlib.import_module(f"fakes.{name}.launch")

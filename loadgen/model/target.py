@@ -53,6 +53,33 @@ class Snapshot:
     control_plane: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Existing:
+    """A cluster gangstorm did not start (`--kubeconfig`, `--slurm-conf`, `--ray-address`): where it
+    is, which of its nodes gangstorm may drive, and whether it may run next to foreign workloads.
+
+    A real target given one attaches instead of launching: it never stops the cluster, labels
+    everything it creates with the run label, touches nothing else, and removes what it created
+    on every exit path (see docs/existing-clusters.md)."""
+    kubeconfig: str | None = None
+    context: str | None = None
+    node_selector: str | None = None   # kube family: drive existing fake nodes with these labels
+    etcd_endpoint: str | None = None   # kube family: etcd for quota recovery (else via the apiserver)
+    slurm_conf: str | None = None
+    partition: str | None = None       # slurm: the partition whose nodes jobs and chaos use
+    ray_address: str | None = None
+    allow_foreign: bool = False        # run next to workloads gangstorm did not create
+
+
+RUN_LABEL = "gangstorm.io/run"         # every object a run creates carries RUN_LABEL=<run label>
+
+
+def run_label(run_id: str) -> str:
+    """A run id as a label value and name fragment: [a-z0-9-], at most 40 characters, ends alnum."""
+    out = "".join(c if c.isalnum() else "-" for c in run_id.lower())[-40:].strip("-")
+    return out or "run"
+
+
 @dataclass
 class TargetContext:
     fleet: Fleet
@@ -61,6 +88,17 @@ class TargetContext:
     seed: int
     run_dir: Path | None = None       # where real backends put their config, logs and state
     time_scale: float = 1.0           # virtual seconds per wall second (real backends)
+    existing: Existing | None = None  # attach to this cluster instead of launching one
+    run_id: str = "gangstorm"         # run_label() of it labels what the run creates
+
+
+class ClusterRefused(Exception):
+    """An existing cluster cannot be used as asked (too few matching nodes, a scheduler that is not
+    installed); str() is the one line the CLI prints (exit status 2), before anything is created."""
+
+
+class ForeignWorkloads(ClusterRefused):
+    """An existing cluster holds workloads gangstorm did not create and the user did not opt in."""
 
 
 class ChaosUnsupported(Exception):
@@ -119,5 +157,18 @@ class Target(ABC):
         """Final control-plane figures for summary.json (RPC counts, etcd size, 429s, ...)."""
         return {}
 
+    def after_stop(self) -> dict[str, Any]:
+        """Figures only known once stop() ran: {"left_behind": {kind: count}} on an existing cluster
+        (what the run created and could not delete; all zeros when clean)."""
+        return {}
+
+    def preflight(self) -> list[str]:
+        """Read-only checks of an existing cluster before anything is created: lines saying what
+        was found (nodes, foreign workloads, installed schedulers). Raises ForeignWorkloads when the
+        cluster holds workloads not created by gangstorm and Existing.allow_foreign is False."""
+        return []
+
     def stop(self) -> None:
-        """Release everything; real targets stop every process they started."""
+        """Release everything; real targets stop every process they started. On an existing
+        cluster: delete every object carrying the run label, and report what could not be
+        deleted in after_stop()["left_behind"]."""
