@@ -138,7 +138,8 @@ def measure(summary: dict, name: str, m: float) -> dict:
 
 
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str = "sim",
-          time_scale: float = 60.0, progress=None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+          time_scale: float = 60.0, progress=None, checkpoint: Callable[[dict], None] | None = None,
+          existing=None) -> dict:
     """Search each scheduler's ceiling; every point is a run under out_dir/<scheduler>/.
 
     checkpoint(result) gets the result so far after every point ("complete": false until the last
@@ -162,7 +163,7 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
             if progress:
                 progress(f"{name} churn {m:g}x")
             s = run(point(scenario, m, njobs),
-                    RunOptions(schedulers=[name], backend=backend, time_scale=time_scale,
+                    RunOptions(schedulers=[name], backend=backend, time_scale=time_scale, existing=existing,
                                out_dir=out_dir / name / f"churn-{m:g}x", jobs_csv=False, report=False))
             pts[m] = measure(s, name, m)
             points[name] = [pts[k] for k in sorted(pts)]

@@ -184,3 +184,23 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
         assert [q for q in queues if q.startswith("gs-")] == []
     finally:
         stop("volcano", state, env)
+
+
+def test_locust_drives_an_existing_cluster_and_removes_what_it_created(kube_cluster):
+    state, env, tmp = kube_cluster
+    out = tmp / "locust"
+    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+                  "--headless", "--time-scale", "60", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    kube = s["schedulers"]["kube"]
+    assert s["complete"] is True and kube["jobs"]["admitted"] > 20
+    assert kube["control_plane"]["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
+    assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
+
+
+def test_several_locust_processes_on_one_existing_cluster_are_refused_for_now(kube_cluster):
+    state, env, tmp = kube_cluster
+    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--processes", "2",
+                  "--headless", "--out", str(tmp / "two"), env=env)
+    assert r.returncode == 2 and "not supported yet" in r.stderr and not (tmp / "two").exists()

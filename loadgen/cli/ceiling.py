@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("scenario")
     p.add_argument("--schedulers")
     add_overrides(p, "nodes", "seed")
-    p.add_argument("--backend", choices=("sim", "real"), default="sim")
+    p.add_argument("--backend", choices=("sim", "real"), default=None, help="sim (default) or real")
     p.add_argument("--time-scale", type=positive_float, default=None,
                    help="real backend: virtual seconds per wall second (default 1: the control plane at its own speed)")
     p.add_argument("--slo-p99-s", dest="slo_p99_s", type=positive_float,
@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--max-points", dest="max_points", type=int, help="points per scheduler at most (ceiling.max_points)")
     p.add_argument("--jobs", type=int, help="jobs offered at every point (ceiling.jobs)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
+    from loadgen.cli.existing import add_existing
+    add_existing(p)
     p.set_defaults(func=main)
 
 
@@ -46,6 +48,10 @@ def main(args) -> int:
     from loadgen import storage
     from loadgen.errors import BackendError
     from loadgen.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
+    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
+    existing = existing_from(args)
+    if args.dry_run:
+        raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")
     if args.out:
         check_out_dir(args.out)
     sc = scenario_from(args)
@@ -56,7 +62,10 @@ def main(args) -> int:
                 sc = sc.with_overrides(**{field: value})     # validated as the file's own value would be
             except ScenarioError as e:
                 raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
-    names = parse_schedulers(args.schedulers, sc)
+    names = (existing and attached_schedulers(args.schedulers, existing)) or parse_schedulers(args.schedulers, sc)
+    if existing is not None:       # foreign workloads, nodes, Volcano: refused before the first point
+        from loadgen.plan import plan_run
+        preflight(sc, names, args.backend, plan_run(sc), existing, args.time_scale or 1.0)
     out = Path(args.out) if args.out else fresh_run_dir(RESULTS_ROOT, new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)
     time_scale = args.time_scale if args.time_scale is not None else 1.0
@@ -66,7 +75,8 @@ def main(args) -> int:
 
     try:
         result = sweep(sc, names, out, backend=args.backend, time_scale=time_scale,
-                       progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True), checkpoint=save)
+                       progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True), checkpoint=save,
+                       existing=existing)
     except (KeyboardInterrupt, BackendError):
         if (out / "ceiling.json").exists():
             storage.CREATED.append(out)     # the line the CLI prints names the search's folder, not a point's

@@ -107,11 +107,26 @@ def run_group(cmd: list[str], grace_s: float = 60.0) -> int:
 
 
 def main(args) -> int:
+    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     from loadgen.storage import check_out_dir, fresh_run_dir, new_run_id
+    existing = existing_from(args)
+    if args.dry_run:
+        raise UsageError("--dry-run: not used with locust (try it on `gangstorm run` with the same flags)")
+    if existing is not None and (args.processes or args.master or args.worker):
+        raise UsageError("--processes/--master/--worker: several Locust processes against one existing cluster "
+                         "are not supported yet (each would drive its own share of the fleet); run one process")
     scenario = scenario_from(args)
-    names = parse_schedulers(args.schedulers or "kube", scenario)
+    names = (existing and attached_schedulers(args.schedulers, existing)) or \
+        parse_schedulers(args.schedulers or "kube", scenario)
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))
+    if existing is not None:       # foreign workloads, nodes, Volcano: refused before Locust starts
+        from loadgen.plan import plan_run
+        preflight(scenario, names, args.backend, plan_run(scenario), existing, args.time_scale)
     cmd = build_command(args, scenario, names, out)
+    if existing is not None:
+        import dataclasses
+        import json
+        cmd += ["--existing", json.dumps(dataclasses.asdict(existing))]
     if not args.worker:
         check_out_dir(out)
         try:

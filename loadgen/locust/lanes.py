@@ -142,7 +142,8 @@ class Lane:
             cp = self.target.control_plane()
         finally:
             self.target.stop()
-        self.final = {"end": now, "wall": self.wall(), "control_plane": cp}
+        # on an existing cluster: what the run created and could not delete (all zeros when clean)
+        self.final = {"end": now, "wall": self.wall(), "control_plane": {**cp, **self.target.after_stop()}}
 
     def take(self) -> dict:
         out, self.batch = self.batch, {"sent": [], "events": [], "snaps": [], "chaos": []}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
+from loadgen.model.target import Existing
 from loadgen.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -35,11 +36,15 @@ class Settings:
     time_scale: float
     results_dir: str
     wall: bool = False            # the targets run on the wall clock (jobs and chaos time-scaled)
+    existing: Existing | None = None   # attach the real targets to this cluster (gangstorm locust --kubeconfig ...)
 
 
 def add_arguments(parser) -> None:
     for dest, flag, default, help_text in ARGS:
         parser.add_argument(flag, dest=dest, default=default, help=f"gangstorm: {help_text}", include_in_web_ui=True)
+    # Written by `gangstorm locust` after it checked the attach flags (loadgen/cli/existing.py).
+    parser.add_argument("--existing", dest="existing", default="", include_in_web_ui=False,
+                        help="gangstorm: JSON of the existing cluster to attach to (set by `gangstorm locust`)")
     # Everything gangstorm starts binds to 127.0.0.1; plain `locust -f loadgen/locust/locustfile.py` too.
     parser.set_defaults(web_host="127.0.0.1", master_bind_host="127.0.0.1")
 
@@ -66,9 +71,20 @@ def settings(opts) -> Settings:
     if missing:
         raise OptionError(f"--schedulers: no {backend} target for {', '.join(missing)}")
     scenario = load_with_overrides(path, profile=str(getattr(opts, "profile", "") or "").strip() or None, **values)
+    existing = _existing(str(getattr(opts, "existing", "") or ""))
     return Settings(scenario=scenario, schedulers=names, backend=backend, time_scale=scale,
                     results_dir=str(getattr(opts, "results_dir", "") or "").strip(),
-                    wall=target_class(names[0], backend).timebase == "wall")
+                    wall=target_class(names[0], backend).timebase == "wall", existing=existing)
+
+
+def _existing(text: str) -> Existing | None:
+    if not text.strip():
+        return None
+    import json
+    try:
+        return Existing(**json.loads(text))
+    except (ValueError, TypeError) as e:
+        raise OptionError(f"--existing: expected the JSON `gangstorm locust` writes, got {text[:80]!r} ({e})") from None
 
 
 __all__ = ["ARGS", "OptionError", "ScenarioError", "Settings", "add_arguments", "settings"]

@@ -26,6 +26,13 @@ LEAD_IN_S = 1.0     # the schedule starts this long after test start, so users a
 
 
 class Process:
+    @staticmethod
+    def run_id(run_dir: Path | None) -> str:
+        """The run label of what this process creates on an existing cluster: the run folder's name
+        and a random suffix (two runs never share one)."""
+        import secrets
+        return f"{Path(run_dir).name if run_dir else 'locust'}-{secrets.token_hex(3)}"
+
     def __init__(self, settings: Settings, fire: Fire, shard_index: int = 0, shard_count: int = 1,
                  run_dir: Path | None = None, plan: Plan | None = None,
                  on_pump: Callable[["Process"], None] | None = None):
@@ -46,7 +53,8 @@ class Process:
                                     control_plane=sc.section("control_plane"), seed=sc.seed,
                                     run_dir=(Path(run_dir) / f"{name}-{settings.backend}-shard{shard_index}"
                                              if run_dir else None),
-                                    time_scale=settings.time_scale if real else 1.0)
+                                    time_scale=settings.time_scale if real else 1.0,
+                                    existing=settings.existing, run_id=self.run_id(run_dir))
                 if ctx.run_dir is not None and real:
                     ctx.run_dir.mkdir(parents=True, exist_ok=True)
                 target = target_class(name, settings.backend)(ctx)
