@@ -199,8 +199,32 @@ def test_locust_drives_an_existing_cluster_and_removes_what_it_created(kube_clus
     assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
 
 
-def test_several_locust_processes_on_one_existing_cluster_are_refused_for_now(kube_cluster):
+def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_merged_tails(kube_cluster):
+    import csv
+    from loadgen.metrics import latency_stats
     state, env, tmp = kube_cluster
-    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--processes", "2",
-                  "--headless", "--out", str(tmp / "two"), env=env)
-    assert r.returncode == 2 and "not supported yet" in r.stderr and not (tmp / "two").exists()
+    out = tmp / "two-workers"
+    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+                  "--processes", "2", "--headless", "--time-scale", "60", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    kube = s["schedulers"]["kube"]
+    assert s["complete"] is True and s["locust"]["workers"] == 2 and s["locust"]["mode"] == "one-target"
+    assert kube["jobs"]["submitted"] == 70 and kube["jobs"]["admitted"] > 20
+    cp = kube["control_plane"]
+    assert cp["pod_watches"] == 1 and cp["nodes"] == 4        # one watch, the whole fleet, one scheduler
+    assert cp["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
+    rows = list(csv.DictReader((out / "jobs.csv").open()))
+    assert len(rows) == 70
+    admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
+    assert kube["admission_s"] == latency_stats(admitted)     # the merged tails are the per-job ones, exactly
+    assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
+
+
+def test_several_locust_processes_on_one_existing_slurm_are_refused(kube_cluster, tmp_path):
+    _, env, _ = kube_cluster
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("SlurmctldHost=localhost(127.0.0.1)\n")
+    r = gangstorm("locust", str(SCENARIO), "--slurm-conf", str(conf), "--schedulers", "slurm", "--processes", "2",
+                  "--headless", "--out", str(tmp_path / "two"), env=env)
+    assert r.returncode == 2 and "kube and volcano only, not slurm" in r.stderr and not (tmp_path / "two").exists()

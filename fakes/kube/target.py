@@ -73,6 +73,12 @@ class RealKube(RealKubeFamily):
         self.pod_sent: dict[str, float] = {}                # pod -> client sent the create (pool thread)
         self.pod_latency: list[float] = []                  # create sent -> bound seen, seconds
 
+    def _adopt(self, job: Job, t: float) -> KubeGang:
+        """Observe role: a gang another process created; its pods are known by their names."""
+        return KubeGang(job, first_try=t, submitted=True,
+                        pods={f"j{job.id}-m{m}": m for m in range(job.members)},
+                        created={f"j{job.id}-m{m}" for m in range(job.members)})
+
     def scheduler_profile(self) -> dict:
         return scheduler_config(self.cfg)
 

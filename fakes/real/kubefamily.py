@@ -90,6 +90,9 @@ class RealKubeFamily(RealTarget):
         self.node_selector: dict[str, str] = {}             # pods go only to the run's nodes
         self.left_behind: dict[str, int] | None = None      # labelled objects still there after stop()
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.role = ctx.role
+        self.expected: dict[int, Job] = {}               # observe role: jobs other processes send
+        self.ended: set[int] = set()                     # finished, failed or rejected job ids
         self.figures: dict[str, Any] = {}
         self.readmission_s: list[float] = []            # lost members -> admitted again
         self.cluster: KubeCluster | None = None
@@ -132,6 +135,10 @@ class RealKubeFamily(RealTarget):
         run_dir = Path(self.ctx.run_dir or self._tmp).resolve()
         threads = int(self.cfg.get("client_threads", 8))
         try:
+            if self.role == "submit":
+                self._attach_submitter(run_dir, threads)
+                self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"{self.name}-client")
+                return
             if self.existing:
                 self._attach(run_dir, threads)
             else:
@@ -141,6 +148,7 @@ class RealKubeFamily(RealTarget):
             self.watch = PodWatch(k8s.CoreV1Api(self.cluster.api_client(2)), self.ns, partial(self._post, self._on_pod),
                                   self.clock.now)
             self.watch.start()
+            self.figures["pod_watches"] = 1        # one per cluster, however many processes submit
             threading.Thread(target=self._scrape_loop, name=f"{self.name}-scrape", daemon=True).start()
         except BaseException:
             self.stop()
@@ -188,6 +196,31 @@ class RealKubeFamily(RealTarget):
         self._wait_service_account()
         self._attach_scheduler()
 
+    def _attach_submitter(self, run_dir: Path, threads: int) -> None:
+        """Submit role: only a client. The observing process created the namespaces and nodes; the
+        pods' node selector follows from the same flags and run label."""
+        from kubernetes import client as k8s
+        if not self.existing:
+            raise ValueError(f"{self.name}: the submit role needs an existing cluster (--kubeconfig)")
+        self.cluster = AttachedCluster(self.existing, run_dir / "kube").start()
+        self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
+        self.node_selector = self._planned_node_selector()
+        self._wait_service_account(timeout=300)     # the observer's namespace is ready for pods
+        self._attach_scheduler()
+
+    def _planned_node_selector(self) -> dict[str, str]:
+        if self.existing.node_selector:
+            return dict(kv.split("=", 1) if "=" in kv else (kv, "") for kv in self.existing.node_selector.split(","))
+        return {RUN_LABEL: self.label}
+
+    def expect(self, jobs: dict[int, Job]) -> None:
+        """Observe role: the jobs other processes submit; a gang is tracked from its first pod."""
+        self.expected = dict(jobs)
+
+    def _adopt(self, job: Job, t: float) -> Gang:
+        """A gang another process submitted, seen for the first time (observe role)."""
+        return Gang(job)
+
     def _refuse_foreign(self) -> list[str]:
         pods = foreign_pods(self.api, self.label)
         if pods and not self.existing.allow_foreign:
@@ -218,8 +251,7 @@ class RealKubeFamily(RealTarget):
                                  f">= {self.fleet.gpus_per_node} {GPU}, the scenario's fleet needs "
                                  f"{self.fleet.nodes} (pass --nodes {len(found)} or fewer)")
         self._use_nodes(found[: self.fleet.nodes])
-        self.node_selector = dict(kv.split("=", 1) if "=" in kv else (kv, "")
-                                  for kv in self.existing.node_selector.split(","))
+        self.node_selector = self._planned_node_selector()
 
     def _create_own_nodes(self, threads: int) -> None:
         names = [f"gs-{self.label}-{i:05d}" for i in range(self.fleet.nodes)]
@@ -229,7 +261,7 @@ class RealKubeFamily(RealTarget):
         self.figures["nodes_registered_s"] = round(create_nodes(
             self.cluster.api_client(threads), self.fleet, threads,
             body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False)), 2)
-        self.node_selector = dict(labels)
+        self.node_selector = self._planned_node_selector()
 
     def _use_nodes(self, names: list[str]) -> None:
         self.node_names = list(names)
@@ -306,7 +338,7 @@ class RealKubeFamily(RealTarget):
                 pool.shutdown(wait=False, cancel_futures=True)
         if self.watch:
             self.watch.stop()
-        if self.api is not None:
+        if self.api is not None and self.role != "submit":
             self._final = self._scrape()
             if self.existing:
                 with signals_held():
@@ -422,6 +454,8 @@ class RealKubeFamily(RealTarget):
             if holds:
                 self._placed(t, pod)
         gang = self.gangs.get(pod.job)
+        if gang is None and pod.job in self.expected and pod.job not in self.ended and typ != "DELETED":
+            gang = self.gangs[pod.job] = self._adopt(self.expected[pod.job], t)
         if gang is None or pod.uid in gang.retired:
             return
         if typ == "DELETED" or pod.phase == "Failed":
@@ -459,6 +493,7 @@ class RealKubeFamily(RealTarget):
     def _end(self, gang: Gang, t: float, kind: Kind, reason: str = "") -> None:
         """FINISHED, FAILED or REJECTED: forget the gang and delete what is left of it."""
         del self.gangs[gang.job.id]
+        self.ended.add(gang.job.id)
         self._emit(t, gang.job.id, kind, reason=reason)
         self._delete(gang)
 

@@ -112,12 +112,13 @@ def main(args) -> int:
     existing = existing_from(args)
     if args.dry_run:
         raise UsageError("--dry-run: not used with locust (try it on `gangstorm run` with the same flags)")
-    if existing is not None and (args.processes or args.master or args.worker):
-        raise UsageError("--processes/--master/--worker: several Locust processes against one existing cluster "
-                         "are not supported yet (each would drive its own share of the fleet); run one process")
     scenario = scenario_from(args)
     names = (existing and attached_schedulers(args.schedulers, existing)) or \
         parse_schedulers(args.schedulers or "kube", scenario)
+    shared = [n for n in names if n not in ("kube", "volcano")]
+    if existing is not None and (args.processes or args.master) and shared:
+        raise UsageError(f"--processes/--master: several Locust processes on one existing cluster observe it "
+                         f"once through the Kubernetes watch: kube and volcano only, not {', '.join(shared)}")
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before Locust starts
         from loadgen.plan import plan_run

@@ -42,8 +42,11 @@ def row_event(r) -> Event:
 class Lane:
     def __init__(self, name: str, target: Target, k: float, jobs: dict[int, Job],
                  chaos: list[ChaosAction], sample_every_wall_s: float, fire: Fire,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, observes: bool = True):
         self.name, self.target, self.k = name, target, k
+        # False for a process that only submits to a cluster another process observes: it samples
+        # nothing and counts no admission outcome (the observer does, once for all)
+        self.observes = observes
         self.jobs = jobs                       # id -> job in the lane's clock
         self.chaos = sorted(chaos, key=lambda a: a.t)
         self.sample_every = sample_every_wall_s
@@ -90,7 +93,7 @@ class Lane:
         self._handle(self.target.advance(now))
         while self.chaos and self.chaos[0].t <= now:
             self._apply(self.chaos.pop(0), now)
-        if self.wall() >= self.next_sample:
+        if self.observes and self.wall() >= self.next_sample:
             self._sample(now)
             self.next_sample += self.sample_every
 
@@ -134,8 +137,9 @@ class Lane:
         now = self.now()
         try:
             self._handle(self.target.advance(now))
-            self._sample(now)
-            for jid in sorted(self.sent_ids - self.admitted - self.closed):
+            if self.observes:
+                self._sample(now)
+            for jid in sorted(self.sent_ids - self.admitted - self.closed) if self.observes else ():
                 # one message for all, so Locust's failure table groups them (waits are in jobs.csv)
                 self.fire("ADMIT", self._name(self.jobs[jid]), None,
                           GangFailure("timeout: not admitted by end of run"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -35,15 +36,27 @@ class Process:
 
     def __init__(self, settings: Settings, fire: Fire, shard_index: int = 0, shard_count: int = 1,
                  run_dir: Path | None = None, plan: Plan | None = None,
-                 on_pump: Callable[["Process"], None] | None = None):
+                 on_pump: Callable[["Process"], None] | None = None, role: str = "all",
+                 t0_epoch: float | None = None, run_id: str | None = None):
+        """role "all": this process sends its shard and observes its own targets (split-fleet
+        mode: each process drives its own share of the fleet). On one existing cluster shared by
+        several processes, "submit" (workers) sends its tenants' jobs to the whole fleet and
+        observes nothing, and "observe" (the master) sends nothing, watches the cluster once,
+        runs the chaos plan and cleans up. t0_epoch: the schedule's common start (time.time())."""
         self.settings = settings
         self.plan = plan or build(settings)
+        self.role = role
         self.shard = shard(self.plan, shard_index, shard_count)
+        if role == "submit":
+            self.shard = replace(self.shard, fleet=self.plan.fleet, chaos=[])
+        elif role == "observe":
+            self.shard = replace(shard(self.plan, 0, 1), tenants=[], jobs=[])
         self.on_pump = on_pump
         sc = settings.scenario
         real = settings.wall
         k = 1.0 if real else settings.time_scale
-        jobs = {j.id: (scaled_job(j, settings.time_scale) if real else j) for j in self.shard.jobs}
+        sent = self.plan.jobs if role == "observe" else self.shard.jobs
+        jobs = {j.id: (scaled_job(j, settings.time_scale) if real else j) for j in sent}
         chaos = scaled_chaos(self.shard.chaos, settings.time_scale) if real else list(self.shard.chaos)
         sample_wall = max(sc.data["sample_every_s"] / settings.time_scale, 0.5)
         self.lanes: list[Lane] = []
@@ -54,12 +67,15 @@ class Process:
                                     run_dir=(Path(run_dir) / f"{name}-{settings.backend}-shard{shard_index}"
                                              if run_dir else None),
                                     time_scale=settings.time_scale if real else 1.0,
-                                    existing=settings.existing, run_id=self.run_id(run_dir))
+                                    existing=settings.existing, run_id=run_id or self.run_id(run_dir),
+                                    role=role)
                 if ctx.run_dir is not None and real:
                     ctx.run_dir.mkdir(parents=True, exist_ok=True)
                 target = target_class(name, settings.backend)(ctx)
+                if role == "observe":
+                    target.expect(jobs)
                 target.start()
-                self.lanes.append(Lane(name, target, k, jobs, chaos, sample_wall, fire))
+                self.lanes.append(Lane(name, target, k, jobs, chaos, sample_wall, fire, observes=role != "submit"))
         except BaseException:
             for lane in self.lanes:
                 lane.target.stop()
@@ -69,7 +85,7 @@ class Process:
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 50, 100)   # young collections rarer: per-job garbage is acyclic anyway
-        t0 = time.monotonic() + LEAD_IN_S
+        t0 = time.monotonic() + LEAD_IN_S if t0_epoch is None else time.monotonic() + (t0_epoch - time.time())
         for lane in self.lanes:
             lane.t0 = t0
         self.loop = OpenLoop(self.lanes, settings.time_scale)
@@ -85,6 +101,13 @@ class Process:
         # Users spawned by then have claimed their tenants; the process sends the rest. (Locust's
         # spawning_complete also triggers this, but a worker does not always get that message.)
         self.helpers.append(gevent.spawn_later(LEAD_IN_S, self.adopt_leftovers))
+
+    def start_at(self, t0_epoch: float) -> None:
+        """Move the schedule's start to t0_epoch (time.time()), shared with other processes."""
+        t0 = time.monotonic() + (t0_epoch - time.time())
+        for lane in self.lanes:
+            lane.t0 = t0
+        self.loop_t0 = t0
 
     @property
     def scenario_over(self) -> bool:

@@ -1,9 +1,11 @@
 """Glue between Locust's events and gangstorm, for the local runner, the master and workers.
 
 local:  Process (targets, users' schedules) + Collector in one process.
-master: Collector only; assigns each worker a shard (tenants + fleet share) through the
+master: Collector; assigns each worker a shard (tenants + fleet share) through the
         parsed options it sends with the spawn message, and merges the workers' raw rows,
         which ride on Locust's own worker reports (report_to_master / worker_report).
+        On one existing cluster (one-target mode) it also runs the observing Process: workers
+        submit their tenants' jobs to the whole fleet, the master watches it once for all.
 worker: Process only; on "gangstorm_flush" (sent by the master at test stop) it finishes its
         targets and marks its next report final. The master waits for every shard's final.
 """
@@ -27,6 +29,9 @@ from loadgen.storage import new_run_id
 log = logging.getLogger("gangstorm.locust")
 FLUSH = "gangstorm_flush"
 FINAL_WAIT_S = 30.0
+ONE_TARGET = "one-target"        # several processes, one existing cluster (workers submit, the master observes)
+SPLIT_FLEET = "split-fleet"      # several processes, each driving its own share of the fleet
+WORKER_LEAD_S = 5.0              # workers' schedule starts this long after the master's observer is up
 
 
 class Session:
@@ -40,6 +45,7 @@ class Session:
         self.ended = False
         self.summary_at = 0.0
         self.partial = None
+        self.own_shard = 0               # shard index of this process's own rows in the collector
 
     # --- init -------------------------------------------------------------------------------
     def init(self, environment) -> None:
@@ -86,8 +92,11 @@ class Session:
             shards = dict(getattr(opts, "gangstorm_shards", None) or {})
             index = shards.get(runner.client_id, runner.worker_index if runner.worker_index >= 0 else 0)
             run_dir = getattr(opts, "gangstorm_run_dir", None)
+            one = getattr(opts, "gangstorm_mode", None) == ONE_TARGET
             self.process = Process(st, self._fire, index, max(len(shards), 1), Path(run_dir) if run_dir else None,
-                                   plan=_build(st))
+                                   plan=_build(st), role="submit" if one else "all",
+                                   t0_epoch=getattr(opts, "gangstorm_t0", None) if one else None,
+                                   run_id=getattr(opts, "gangstorm_run_label", None) if one else None)
             return
         st = self._settings()
         if st is None:
@@ -102,10 +111,14 @@ class Session:
             opts.gangstorm_shards = self.shards
             opts.gangstorm_run_dir = str(out)
             info["workers"] = len(workers)
+            info["mode"] = ONE_TARGET if st.existing else SPLIT_FLEET
             self.collector = Collector(plan, run_id, out, info)
+            if st.existing:
+                self._observe_for_workers(st, plan, out, len(workers))
         else:
             self.shards = {}
             info["workers"] = 0
+            info["mode"] = "one process"
             self.collector = Collector(plan, run_id, out, info)
             self.process = Process(st, self._fire, 0, 1, out, plan=plan, on_pump=self._local_pump)
         if isinstance(runner, MasterRunner) and not getattr(opts, "run_time", None):
@@ -114,6 +127,19 @@ class Session:
         log.info("gangstorm: %s, %d jobs over %.0f s wall (x%g), schedulers %s (%s), results in %s",
                  st.scenario.name, len(plan.jobs), plan.wall_duration_s, st.time_scale,
                  ",".join(st.schedulers), st.backend, out)
+
+    def _observe_for_workers(self, st: Settings, plan, out: Path, workers: int) -> None:
+        """One existing cluster, several processes: the master observes (one watch for all), runs the
+        chaos plan and cleans up; the workers only submit. They share the run label and the
+        schedule's start, which they read from the options this sends with the spawn message."""
+        opts = self.env.parsed_options
+        label = Process.run_id(out)
+        self.own_shard = workers                 # the master's rows after the workers' shards
+        self.process = Process(st, self._fire, workers, workers, out, plan=plan, on_pump=self._local_pump,
+                               role="observe", run_id=label)
+        t0 = time.time() + WORKER_LEAD_S         # after the observer's setup: workers start now
+        self.process.start_at(t0)
+        opts.gangstorm_mode, opts.gangstorm_t0, opts.gangstorm_run_label = ONE_TARGET, t0, label
 
     def _scenario_over(self) -> None:
         """No --run-time: stop when the scenario (arrivals + drain) is over; headless runs end."""
@@ -128,7 +154,7 @@ class Session:
             runner.stop()
 
     def _local_pump(self, process: Process) -> None:
-        self.collector.ingest(process.take())
+        self.collector.ingest(process.take(), self.own_shard)
         self._partial_summary()
         if process.scenario_over and not self.ended:
             gevent.spawn(self._scenario_over)
@@ -169,6 +195,7 @@ class Session:
         if self.collector is None or self.flushed:
             return
         self.flushed = True
+        shards = max(len(self.shards), 1)
         if isinstance(runner, MasterRunner):
             for wid in self.shards:
                 runner.send_message(FLUSH, None, wid)
@@ -177,11 +204,15 @@ class Session:
                 gevent.sleep(0.2)
             if not self.collector.done(len(self.shards)):
                 log.error("gangstorm: not every worker sent its final report; summary marked incomplete")
+            if self.process:                     # one target: the observer finishes after the senders
+                self.process.finalize()
+                self.collector.ingest(self.process.take(), self.own_shard)
+                shards = len(self.shards) + 1
         elif self.process:
             self.process.finalize()
             self.collector.ingest(self.process.take())
         self._wait_partial()
-        done = self.collector.done(max(len(self.shards), 1))
+        done = self.collector.done(shards)
         s = self.collector.summary(complete=done, write_jobs=True)
         log.info("gangstorm: wrote %s/summary.json", self.collector.out)
         self._publish(s, done)

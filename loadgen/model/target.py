@@ -90,6 +90,9 @@ class TargetContext:
     time_scale: float = 1.0           # virtual seconds per wall second (real backends)
     existing: Existing | None = None  # attach to this cluster instead of launching one
     run_id: str = "gangstorm"         # run_label() of it labels what the run creates
+    # Several Locust processes on one existing cluster: "submit" sends jobs and observes nothing,
+    # "observe" sends nothing, watches the cluster once for all, runs chaos and cleans up; "all" both.
+    role: str = "all"
 
 
 class ClusterRefused(Exception):
