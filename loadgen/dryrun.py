@@ -11,6 +11,9 @@ from loadgen.plan import RunPlan
 OBJECTS = {"kube": "one pod per member (no gang object)", "volcano": "one Volcano Job per job, one pod per member",
            "ray": "one placement group per job, one bundle per member", "slurm": "one sbatch job per job, one node per member"}
 
+# Node chaos a backend does not run on a cluster it attached to, and why (recorded as unsupported).
+NO_NODE_CHAOS_ATTACHED = {"ray": "gangstorm does not own the raylets, and Ray's drain removes a node for good"}
+
 
 def describe(plan: RunPlan, names: list[str], label: str, preflight: dict[str, list[str]], scale: float,
              attached: bool) -> str:
@@ -25,7 +28,11 @@ def describe(plan: RunPlan, names: list[str], label: str, preflight: dict[str, l
         unit = "wall" if attached or scale != 1.0 else "simulated"
         out.append(f"  would create: {jobs:,} jobs with {members:,} members, {OBJECTS[name]}, "
                    f"over {window:,.0f} {unit} seconds")
-        out += [f"  would disrupt: {line}" for line in chaos_lines(plan.chaos, scale)] or ["  would disrupt: nothing (no chaos)"]
+        lines = chaos_lines(plan.chaos, scale)
+        if attached and name in NO_NODE_CHAOS_ATTACHED:
+            lines = [f"skip: {line} ({NO_NODE_CHAOS_ATTACHED[name]})" if line.startswith(("fail ", "recover ")) else line
+                     for line in lines]
+        out += [f"  would disrupt: {line}" for line in lines] or ["  would disrupt: nothing (no chaos)"]
     return "\n".join(out)
 
 

@@ -3,9 +3,9 @@ subclass with a message of one line naming the file or flag, the field and what 
 CLI prints it after `gangstorm: error:` and exits with status 2."""
 from __future__ import annotations
 
+from loadgen.model.errors import BackendError, UserError
 
-class UserError(ValueError):
-    """Bad input: one line, exit status 2, nothing written."""
+__all__ = ["BackendError", "TraceError", "UserError"]
 
 
 class TraceError(UserError):
@@ -13,8 +13,3 @@ class TraceError(UserError):
 
     def __init__(self, source: str, where: str, expected: str):
         super().__init__(f"{source}: {where}: {expected}")
-
-
-class BackendError(RuntimeError):
-    """A real backend that failed to start or died (not bad input): one line naming the scheduler,
-    the cause and where its logs are; the CLI exits with status 1 and keeps what was recorded."""
