@@ -1,4 +1,5 @@
-"""The Slurm client commands the real adapter runs against a SlurmFleet, with their timings.
+"""The Slurm client commands the real adapter runs against a cluster (a SlurmFleet it launched or
+an ExistingSlurm), with their timings.
 
 sbatch is retried on transient errors (slurmctld busy or restarting); squeue lists every job in
 one call (epoch timestamps, SLURM_TIME_FORMAT=%s); sdiag is parsed; scontrol drains, resumes and
@@ -11,7 +12,7 @@ import threading
 import time
 from typing import Any, NamedTuple
 
-from fakes.slurm.fleet import SlurmFleet
+from fakes.slurm.endpoint import SlurmEndpoint
 from fakes.slurm.sdiag import parse_sdiag
 
 TRANSIENT = ("temporarily", "Socket timed out", "Unable to contact", "Connection refused", "Zero Bytes")
@@ -29,7 +30,7 @@ class Row(NamedTuple):
 
 
 class SlurmClient:
-    def __init__(self, cluster: SlurmFleet):
+    def __init__(self, cluster: SlurmEndpoint):
         self.cluster = cluster
         self.retries = 0                                  # sbatch calls repeated after a transient error
         self._timing: dict[str, list[float]] = {}         # command -> [calls, total s, max s]
@@ -37,7 +38,7 @@ class SlurmClient:
 
     def batch_argv(self, name: str, sleep_s: float, *opts: str) -> list[str]:
         """sbatch for a job that holds its allocation for sleep_s seconds, its output discarded."""
-        return ["sbatch", "--parsable", f"--job-name={name}", f"--chdir={self.cluster.run_dir}/jobs",
+        return ["sbatch", "--parsable", f"--job-name={name}", f"--chdir={self.cluster.jobs_dir}",
                 "--output=/dev/null", "--error=/dev/null", *opts, "--wrap", f"sleep {max(0.0, sleep_s):.3f}"]
 
     def sbatch(self, argv: list[str], stop: threading.Event) -> tuple[int | None, str]:
@@ -87,6 +88,10 @@ class SlurmClient:
 
     def requeue(self, slurm_ids: list[int]) -> None:
         self.cluster.run(["scontrol", "requeue", ",".join(map(str, slurm_ids))], check=False)
+
+    def cancel(self, slurm_ids: list[str]) -> None:
+        for k in range(0, len(slurm_ids), 500):
+            self.cluster.run(["scancel", *slurm_ids[k:k + 500]], check=False)
 
     def calls(self, command: str) -> int:
         return int(self._timing.get(command, [0])[0])

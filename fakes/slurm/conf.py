@@ -197,8 +197,9 @@ def scheduler_lines(config: dict[str, Any] | None) -> list[str]:
     params += [f"{opt}={int(round(float(cfg[key]) * mul))}" for key, (opt, mul) in _SCHED_SCALE.items() if key in cfg]
     # Real-backend-only tuning the simulator has no knob for (e.g. defer).
     params += [str(x) for x in (cfg.get("scheduler_extra") or [])]
-    lines = ["SchedulerType=sched/backfill", f"SchedulerParameters={','.join(params)}",
-             "PriorityType=priority/multifactor"]
+    # slurmctld refuses an empty "SchedulerParameters=" (a parse error)
+    lines = ["SchedulerType=sched/backfill"] + ([f"SchedulerParameters={','.join(params)}"] if params else []) + \
+        ["PriorityType=priority/multifactor"]
     lines += [f"{opt}={int(round(float(cfg[key]) * 60))}" for key, opt in _PRIO_TIME.items() if key in cfg]
     lines += [f"{opt}={int(cfg[key])}" for key, opt in _PRIO_PARAM.items() if key in cfg]
     return lines

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from fakes.real.procs import free_port_block, signal_group, signals_held, spawn, stop_all, stop_at_exit
+from fakes.real.procs import alive, free_port_block, signal_group, signals_held, spawn, stop_all, stop_at_exit
 from fakes.slurm.conf import SlurmConf, conf_path
+from fakes.slurm.endpoint import SlurmEndpoint
 from loadgen.model.fleet import Fleet
 
 MARKER = "GANGSTORM_SLURM_RUN"
@@ -57,10 +58,11 @@ def require_slurm() -> None:
 
 
 @dataclass
-class SlurmFleet:
+class SlurmFleet(SlurmEndpoint):
     """Generates the configuration for `fleet` under run_dir and runs the daemons.
 
-    Use as a context manager, or call start()/stop(); stop() also runs at exit and on SIGTERM.
+    Use as a context manager, or call start()/stop(); stop() also runs at exit and on SIGTERM,
+    unless detach() handed the daemons over to stop_detached() in another process.
     """
     fleet: Fleet
     run_dir: Path
@@ -88,19 +90,12 @@ class SlurmFleet:
     def conf(self) -> Path:
         return conf_path(self.run_dir)
 
-    def env(self, **extra: str) -> dict[str, str]:
-        """Environment for client commands (sbatch, squeue, ...); carries the run marker."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        env.update(SLURM_CONF=str(self.conf), SLURM_TIME_FORMAT="%s", **{MARKER: self.token})
-        env.update(extra)
-        return env
+    @property
+    def jobs_dir(self) -> Path:
+        return self.run_dir / "jobs"
 
-    def run(self, argv: list[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        """A client command against this cluster; check=True raises on a non-zero exit."""
-        r = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv[:3])} failed ({r.returncode}): {r.stderr.strip()[:400]}")
-        return r
+    def job_marker(self) -> dict[str, str]:
+        return {MARKER: self.token}
 
     # ---- starting ------------------------------------------------------------------------
     def start(self, timeout_s: float = 900, batch: int = 100, progress=None) -> "SlurmFleet":
@@ -229,36 +224,8 @@ class SlurmFleet:
 
     # ---- finding and stopping ------------------------------------------------------------
     def marked_pids(self, node: str | None = None, nodes: Iterable[str] | None = None) -> list[int]:
-        """Live processes of this run (optionally only those of some nodes).
-
-        Daemons and job scripts carry the run marker in their environment. slurmstepd wipes its
-        environment, so it is recognised by the slurmd log file (under run_dir) it keeps open.
-        """
-        want = f"{MARKER}={self.token}".encode()
-        some = ([node] if node else []) + list(nodes or [])
-        node_env = {f"{k}={n}".encode() for n in some for k in (NODE_MARKER, "SLURMD_NODENAME")}
-        log = tuple(str(self.run_dir / "log" / f"slurmd-{n}.log") for n in some) or \
-            (str(self.run_dir / "log") + "/",)
-        me = os.getpid()
-        out = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) == me:
-                continue
-            try:
-                with open(f"/proc/{d}/stat", "rb") as fh:
-                    stat = fh.read()
-                if stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X"):
-                    continue
-                with open(f"/proc/{d}/environ", "rb") as fh:
-                    env = set(fh.read().split(b"\0"))
-            except (OSError, ValueError):
-                continue
-            if want in env:
-                if not some or env & node_env:
-                    out.append(int(d))
-            elif b"(slurmstepd)" in stat and _holds(int(d), log):
-                out.append(int(d))
-        return out
+        """Live processes of this run (optionally only those of some nodes), see marked_pids()."""
+        return marked_pids(self.token, self.run_dir, ([node] if node else []) + list(nodes or []))
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM every process group, then SIGKILL; then end leftover steps and job scripts."""
@@ -269,7 +236,7 @@ class SlurmFleet:
             stop_all([self.ctld, *self.slurmd.values()], grace_s)
             # slurmstepd and job scripts run in their own sessions and outlive slurmd.
             for _ in range(5):
-                left = self.marked_pids()
+                left = marked_pids(self.token, self.run_dir, jobs_by_folder=True)   # also jobs submitted by hand
                 if not left:
                     break
                 for pid in left:
@@ -280,11 +247,101 @@ class SlurmFleet:
             self._stopped = True
         atexit.unregister(self.stop)
 
+    def detach(self) -> dict[str, Any]:
+        """Leave the daemons running after this process exits (`gangstorm cluster up`): what
+        stop_detached() needs to stop them from another process."""
+        atexit.unregister(self.stop)
+        self._stopped = True
+        return {"pids": [p.pid for p in (self.ctld, *self.slurmd.values()) if p is not None],
+                "token": self.token, "run_dir": str(self.run_dir), "spool": str(self.spool_dir)}
+
     def __enter__(self) -> "SlurmFleet":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def marked_pids(token: str, run_dir: Path, nodes: list[str] | None = None, jobs_by_folder: bool = False) -> list[int]:
+    """Live processes of the run `token` under run_dir (optionally only those of some nodes).
+
+    Daemons and job scripts carry the run marker in their environment. slurmstepd wipes its
+    environment, so it is recognised by the slurmd log file (under run_dir) it keeps open.
+    jobs_by_folder: also job scripts submitted without the marker (by a run attached to this
+    cluster, or by hand), recognised by the slurm.conf under run_dir their environment names.
+    """
+    want = f"{MARKER}={token}".encode()
+    node_env = {f"{k}={n}".encode() for n in nodes or [] for k in (NODE_MARKER, "SLURMD_NODENAME")}
+    log = tuple(str(run_dir / "log" / f"slurmd-{n}.log") for n in nodes or []) or (str(run_dir / "log") + "/",)
+    folder = str(run_dir).encode() + b"/"
+    me = os.getpid()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                stat = fh.read()
+            if stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X"):
+                continue
+            with open(f"/proc/{d}/environ", "rb") as fh:
+                env = set(fh.read().split(b"\0"))
+        except (OSError, ValueError):
+            continue
+        if want in env:
+            if not nodes or env & node_env:
+                out.append(int(d))
+        elif b"(slurmstepd)" in stat and _holds(int(d), log):
+            out.append(int(d))
+        elif jobs_by_folder and any(v.startswith(b"SLURM_JOB_ID=") for v in env) and \
+                any(v.startswith(b"SLURM_CONF=") and folder in v for v in env):
+            out.append(int(d))
+    return out
+
+
+def stop_detached(pids: list[int], token: str, run_dir: str | Path, spool: str | None,
+                  grace_s: float = 5.0) -> list[str]:
+    """Stop a fleet detach() left running, from any process: SIGTERM the daemons' process groups,
+    then SIGKILL, then every leftover step and job script; removes the spool directory. Returns
+    "pid command" of what is still running (empty: clean). A pid is only signalled while it
+    carries the run marker, so a reused pid is never hit."""
+    run_dir = Path(run_dir)
+    with signals_held():
+        leaders = [p for p in pids if carries_marker(p, token)]
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            leaders = [p for p in leaders if carries_marker(p, token)]
+            for p in leaders:
+                signal_group(p, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and any(alive(p) for p in leaders):
+                time.sleep(0.1)
+        for _ in range(10):
+            left = marked_pids(token, run_dir, jobs_by_folder=True)
+            if not left:
+                break
+            for pid in left:
+                signal_group(pid, signal.SIGKILL)
+            time.sleep(0.3)
+        if spool:
+            shutil.rmtree(spool, ignore_errors=True)
+    return [f"{pid} {_cmdline(pid)}" for pid in marked_pids(token, run_dir, jobs_by_folder=True)]
+
+
+def carries_marker(pid: int, token: str) -> bool:
+    """The process carries the run marker `token` (so a pid saved earlier was not reused)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return f"{MARKER}={token}".encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+    except OSError:
+        return "?"
 
 
 def _raise_nofile() -> None:

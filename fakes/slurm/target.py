@@ -5,6 +5,12 @@ sustains). Observation: one watcher thread runs one `squeue` per poll cycle, nev
 and a light `sdiag` every few seconds. A job holds its allocation with `sleep <duration>`;
 admission is the first poll that sees it RUNNING (client observation, Event.t) and Slurm's own
 StartTime (Event.backend_t). Slurm allocates a gang atomically, so partial gangs are always 0.
+
+Launched (a SlurmFleet of its own) or attached (ctx.existing.slurm_conf: a cluster gangstorm did
+not start). Either way every job carries the run label (--comment=gangstorm.io/run=<label>, name
+gs-<label>-<id>). Attached, the run drives the first fleet.nodes nodes of the partition (sorted),
+never touches a job without its label, acts on nodes only through scontrol (DRAIN, DOWN, RESUME;
+never on a node a foreign job runs on), and at stop() cancels its jobs and resumes its nodes.
 """
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +33,16 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from fakes.real.base import RealTarget
+from fakes.real.procs import signals_held
 from fakes.slurm.client import Row, SlurmClient
+from fakes.slurm.existing import ExistingSlurm, NodeInfo
 from fakes.slurm.fleet import SlurmFleet
 from fakes.slurm.hostlist import expand
+from loadgen.model.errors import BackendError
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, TargetContext
+from loadgen.model.target import (RUN_LABEL, ChaosAction, ChaosUnsupported, ClusterRefused, ForeignWorkloads,
+                                  TargetContext, run_label)
 
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "CONFIGURING", "RESV_DEL_HOLD"}
@@ -63,13 +75,33 @@ class RealSlurm(RealTarget):
         self.workers = int(workers or self.cfg.get("submit_workers", 4))
         self.poll_s = float(poll_s or self.cfg.get("poll_s", 0.5))
         self.rng = random.Random(ctx.seed)
-        self._tmp = None if ctx.run_dir else tempfile.mkdtemp(prefix="gangstorm-slurm-")
-        # Scheduler timers (sched/bf intervals, cred_expire = the 120 s hold on a requeued job) stay
-        # in Slurm's own wall seconds, like the latencies measured: only the workload is time-scaled.
-        self.cluster = SlurmFleet(ctx.fleet, Path(ctx.run_dir) / "slurm" if ctx.run_dir else Path(self._tmp),
-                                  config=dict(self.cfg))
+        self.label = run_label(ctx.run_id)
+        self.comment = f"{RUN_LABEL}={self.label}"        # on every job this run submits
+        existing = ctx.existing if ctx.existing and ctx.existing.slurm_conf else None
+        self.attached = existing is not None
+        self.allow_foreign = bool(existing and existing.allow_foreign)
+        # Nothing is created before start(): --dry-run and the preflight construct targets too.
+        self._tmp: Path | None = None
+        self.cluster: SlurmFleet | ExistingSlurm
+        if existing:
+            self.cluster = ExistingSlurm(Path(existing.slurm_conf), existing.partition)
+            self.names: list[str] = []                  # the partition's first fleet.nodes nodes, read at start()
+        else:
+            if not ctx.run_dir:
+                self._tmp = Path(tempfile.gettempdir()) / f"gangstorm-slurm-{uuid.uuid4().hex[:12]}"
+            # Scheduler timers (sched/bf intervals, cred_expire = the 120 s hold on a requeued job) stay
+            # in Slurm's own wall seconds, like the latencies measured: only the workload is time-scaled.
+            self.cluster = SlurmFleet(ctx.fleet, Path(ctx.run_dir) / "slurm" if ctx.run_dir else self._tmp,
+                                      config=dict(self.cfg))
+            self.names = self.cluster.names
         self.client = SlurmClient(self.cluster)
-        self.index = {name: i for i, name in enumerate(self.cluster.names)}
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.partition: str | None = None               # attached: the partition the jobs go to
+        self.excluded: list[str] = []                   # attached: partition nodes past the fleet
+        self.held: dict[str, str] = {}                  # node -> "DRAIN" | "DOWN" this run set, not yet resumed
+        self.chaos_skipped: list[dict[str, Any]] = []   # attached: nodes spared because a foreign job ran there
+        self.left_behind: dict[str, Any] | None = None  # attached: what stop() could not remove (counts)
+        self.left_detail: dict[str, Any] = {}           # ... which ones, or why they could not be counted
         self.jobs: dict[int, Tracked] = {}          # by job.id
         self.by_slurm: dict[int, Tracked] = {}
         self.active: dict[int, Tracked] = {}        # by slurm id, not yet seen finished/failed
@@ -86,10 +118,13 @@ class RealSlurm(RealTarget):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        if self.cfg.get("accounting_storage", "none") != "none":
-            raise RuntimeError("slurm/real: accounting_storage 'slurmdbd' is simulated only: this backend "
-                               "runs no SlurmDBD (set schedulers.slurm.accounting_storage: none)")
-        self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
+        if self.attached:
+            self._attach()
+        else:
+            if self.cfg.get("accounting_storage", "none") != "none":
+                raise RuntimeError("slurm/real: accounting_storage 'slurmdbd' is simulated only: this backend "
+                                   "runs no SlurmDBD (set schedulers.slurm.accounting_storage: none)")
+            self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sbatch")
         self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
         self._watcher.start()
@@ -100,16 +135,99 @@ class RealSlurm(RealTarget):
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self._watcher is not None:
             self._watcher.join(timeout=30)
+        if self.attached:
+            self._remove_own()
+            return
         self.cluster.stop()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # ---- an existing cluster ---------------------------------------------------------------
+    def preflight(self) -> list[str]:
+        """Attached: read-only look at the partition and the queue (see Target.preflight)."""
+        if not self.attached:
+            return []
+        part, nodes = self.cluster.nodes()
+        jobs = self.cluster.queued()
+        foreign = [j.id for j in jobs if not j.comment.startswith(RUN_LABEL + "=")]
+        if foreign and not self.allow_foreign:
+            raise ForeignWorkloads(f"{self.cluster.conf}: {len(foreign)} jobs gangstorm did not create (ids "
+                                   f"{_few(foreign)}): pass --allow-foreign-workloads to run next to them "
+                                   f"(they are never touched)")
+        self._check_fits(part, nodes)
+        states = ", ".join(f"{k} {s}" for s, k in sorted(Counter(n.state for n in nodes).items()))
+        others = len(jobs) - len(foreign)
+        n = self.fleet.nodes
+        return [f"{len(nodes)} nodes in partition {part} ({states}), {len(foreign)} foreign jobs"
+                + (f", {others} jobs of other gangstorm runs" if others else ""),
+                f"the run drives {n} of them ({nodes[0].name} .. {nodes[n - 1].name}, {self.fleet.gpus_per_node} "
+                f"GPUs each)" + (f"; its jobs exclude the other {len(nodes) - n}" if len(nodes) > n else "")]
+
+    def after_stop(self) -> dict[str, Any]:
+        return {} if self.left_behind is None else {"left_behind": self.left_behind, **self.left_detail}
+
+    def _check_fits(self, part: str, nodes: list[NodeInfo]) -> None:
+        n, g = self.fleet.nodes, self.fleet.gpus_per_node
+        if len(nodes) < n:
+            raise ClusterRefused(f"{self.cluster.conf}: partition {part} has {len(nodes)} nodes, the scenario's "
+                                 f"fleet needs {n} (pass --nodes {len(nodes)} or fewer, or another --partition)")
+        short = [x for x in nodes[:n] if x.gpus < g]
+        if short:
+            raise ClusterRefused(f"{self.cluster.conf}: partition {part}: node {short[0].name} has {short[0].gpus} "
+                                 f"GPUs (gres), the scenario's nodes have {g} ({len(short)} such nodes among the "
+                                 f"first {n})")
+
+    def _attach(self) -> None:
+        self.preflight()                                # the same refusals when not started by the CLI
+        self.partition, nodes = self.cluster.nodes()
+        self._check_fits(self.partition, nodes)
+        self.names = [x.name for x in nodes[:self.fleet.nodes]]
+        self.excluded = [x.name for x in nodes[self.fleet.nodes:]]
+        self.index = {name: i for i, name in enumerate(self.names)}
+
+    def _scope(self) -> list[str]:
+        """sbatch options every job of the run carries: its label and, attached, where it may run."""
+        opts = [f"--comment={self.comment}"]
+        if self.attached:
+            opts.append(f"--partition={self.partition}")
+        if self.excluded:
+            opts.append(f"--exclude={','.join(self.excluded)}")
+        return opts
+
+    def _own_jobs(self) -> list[str]:
+        return [j.id for j in self.cluster.queued() if j.comment == self.comment]
+
+    def _remove_own(self) -> None:
+        """Cancel every job carrying the run's label, resume every node it drained or downed, and
+        record what is still there in left_behind. The cluster itself keeps running."""
+        with signals_held():
+            try:
+                own = self._own_jobs()
+                self.client.cancel(own)
+                if self.held:
+                    self.client.set_nodes(sorted(self.held), "RESUME")
+                deadline = time.monotonic() + 30
+                while True:
+                    own = self._own_jobs()
+                    stuck = [x.name for x in self.cluster.nodes()[1] if x.name in self.held
+                             and ("drain" in x.state or "down" in x.state)]
+                    if (not own and not stuck) or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                self.left_behind = {"jobs": len(own), "nodes_not_resumed": len(stuck)}
+                if own or stuck:
+                    self.left_detail = {"left_behind_jobs": own[:50], "left_behind_nodes": stuck[:50]}
+                self.held = {n: s for n, s in self.held.items() if n in stuck}
+            except BackendError as e:       # the controller stopped answering: nothing could be counted
+                self.left_behind = {"jobs": None, "nodes_not_resumed": None}
+                self.left_detail = {"stop_error": str(e)}
 
     # ---- submission ------------------------------------------------------------------------
     def sbatch_argv(self, job: Job) -> list[str]:
         limit_min = max(1, math.ceil(job.duration_s * float(self.cfg.get("time_limit_factor", 1.5)) / 60))
         opts = ["--requeue", f"--time={limit_min}", f"--nodes={job.members}", "--ntasks-per-node=1",
                 f"--gres=gpu:{job.gpus_per_member}"]
-        if job.tenant:
+        if job.tenant and not self.attached:      # an existing cluster may enforce its own accounts
             opts.append(f"--account={job.tenant}")
         if job.whole_node:
             opts.append("--exclusive")
@@ -119,7 +237,7 @@ class RealSlurm(RealTarget):
         if switches > 0 and job.members >= int(self.cfg.get("switches_min_members", 8)):
             wait = int(round(float(self.cfg.get("switches_max_wait_s", 300)) / float(self.ctx.time_scale or 1.0)))
             opts.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
-        return self.client.batch_argv(f"gs-{job.id}", job.duration_s, *opts)
+        return self.client.batch_argv(f"gs-{self.label}-{job.id}", job.duration_s, *self._scope(), *opts)
 
 
     def submit(self, job: Job, now: float) -> list[Event]:
@@ -174,7 +292,11 @@ class RealSlurm(RealTarget):
         due = [n for t, ns in self.resume_at if t <= now for n in ns]
         if due:
             self.resume_at = [(t, ns) for t, ns in self.resume_at if t > now]
-            self.client.set_nodes(due, "RESUME")
+            due = sorted({n for n in due if self.held.get(n) == "DRAIN"})   # a node failed since stays down
+            for n in due:
+                del self.held[n]
+            if due:
+                self.client.set_nodes(due, "RESUME")
 
     def _on_rows(self, obs: float, rows: dict[int, Row]) -> None:
         for sid, tr in list(self.active.items()):
@@ -226,7 +348,8 @@ class RealSlurm(RealTarget):
     def used_per_node(self) -> np.ndarray:
         used = np.zeros(self.fleet.nodes, dtype=np.int64)
         for name, gpus in self._node_usage().items():
-            used[self.index[name]] += gpus
+            if name in self.index:          # attached: foreign jobs may run elsewhere in the cluster
+                used[self.index[name]] += gpus
         return used
 
     def live_gangs(self) -> Iterable[tuple[Job, int, bool]]:
@@ -238,14 +361,34 @@ class RealSlurm(RealTarget):
     def control_plane(self) -> dict[str, Any]:
         d = self.client.sdiag()
         d["client"] = {**self.client.summary(), "submit_workers": self.workers, "poll_s": self.poll_s}
-        d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": self.cluster.boot_s}
+        d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": getattr(self.cluster, "boot_s", None)}
+        d["run_label"] = self.comment
+        if self.attached:
+            d["existing"] = {"slurm_conf": str(self.cluster.conf), "partition": self.partition,
+                             "nodes": len(self.names), "excluded_nodes": len(self.excluded)}
+            d["chaos_skipped"] = self.chaos_skipped
         d["lock_busy_s"], d["busy_s"] = lock_busy(d)
         return d
 
     # ---- chaos -----------------------------------------------------------------------------
-    def _nodes(self, action: ChaosAction) -> tuple[set[int], list[str]]:
+    def _nodes(self, action: ChaosAction) -> tuple[list[int], list[str]]:
         nodes = [int(i) for i in action.params.get("nodes", [])]
-        return set(nodes), [self.fleet.node_name(i) for i in nodes]
+        return nodes, [self.names[i] for i in nodes]
+
+    def _spare_foreign(self, nodes: list[int], names: list[str], now: float, kind: str) -> tuple[list[int], list[str]]:
+        """Attached: drop the nodes a job without the run's label runs on (a DOWN node would kill it),
+        recorded in chaos_skipped; ChaosUnsupported when none is left."""
+        busy = {n for j in self.cluster.queued(names) if j.comment != self.comment for n in expand(j.nodelist)}
+        busy &= set(names)
+        if not busy:
+            return nodes, names
+        self.chaos_skipped.append({"t": round(now, 3), "kind": kind, "nodes": sorted(busy),
+                                   "reason": "a job gangstorm did not create runs there"})
+        keep = [(i, n) for i, n in zip(nodes, names) if n not in busy]
+        if not keep:
+            raise ChaosUnsupported(f"slurm/real: {kind} on {', '.join(sorted(busy))} skipped: a job gangstorm "
+                                   f"did not create runs there (never touched on an existing cluster)")
+        return [i for i, _ in keep], [n for _, n in keep]
 
     def _running(self) -> list[Tracked]:
         return [tr for tr in self.active.values() if tr.started and not tr.done]
@@ -257,18 +400,27 @@ class RealSlurm(RealTarget):
 
     def _chaos_node_fail(self, action: ChaosAction, now: float) -> None:
         nodes, names = self._nodes(action)
-        self.cluster.kill_slurmds(names)
+        if self.attached:       # gangstorm does not own these slurmds: DOWN through scontrol only
+            nodes, names = self._spare_foreign(nodes, names, now, "node_fail")
+        else:
+            self.cluster.kill_slurmds(names)
         self.client.set_nodes(names, "DOWN", "gangstorm-node_fail")
-        self.down |= nodes
+        self.held.update(dict.fromkeys(names, "DOWN"))
+        self.down |= set(nodes)
         # Slurm requeues the whole batch job (--requeue): nothing stays bound, as in the sim.
         self._evict([tr for tr in self._running() if set(names) & set(tr.nodes)], now, "node_fail")
 
     def _chaos_node_recover(self, action: ChaosAction, now: float) -> None:
         nodes, names = self._nodes(action)
+        names = [n for n in names if self.held.get(n) == "DOWN"]      # not those node_fail spared
+        if not self.attached:
+            for n in names:
+                self.cluster.start_slurmd(n)
+        if names:
+            self.client.set_nodes(names, "RESUME")
         for n in names:
-            self.cluster.start_slurmd(n)
-        self.client.set_nodes(names, "RESUME")
-        self.down -= nodes
+            del self.held[n]
+        self.down -= set(nodes)
 
     def _chaos_evict(self, action: ChaosAction, now: float) -> None:
         """Drain the nodes of random running jobs covering `members` members and requeue the jobs;
@@ -285,6 +437,8 @@ class RealSlurm(RealTarget):
             return
         nodes = sorted({n for tr in victims for n in tr.nodes})
         self.client.set_nodes(nodes, "DRAIN", "gangstorm-evict")
+        for n in nodes:
+            self.held.setdefault(n, "DRAIN")
         self.client.requeue([tr.slurm_id for tr in victims])
         self.resume_at.append((now + float(action.params.get("drain_s", 10.0)) / float(self.ctx.time_scale or 1.0),
                                nodes))
@@ -294,8 +448,12 @@ class RealSlurm(RealTarget):
         dur = float(action.params.get("duration_s", 60))        # the runner already scaled it to wall seconds
         for node, gpus in action.params.get("placements", []):
             self._sbatch(None, self.client.batch_argv(
-                "gs-prefill", dur, f"--nodelist={self.fleet.node_name(int(node))}", "--nodes=1",
+                f"gs-{self.label}-prefill", dur, *self._scope(), f"--nodelist={self.names[int(node)]}", "--nodes=1",
                 f"--gres=gpu:{int(gpus)}", f"--time={max(1, math.ceil(dur / 60) + 1)}"), int(gpus))
+
+
+def _few(items: list, k: int = 10) -> str:
+    return ", ".join(map(str, items[:k])) + (f", ... {len(items) - k} more" if len(items) > k else "")
 
 
 def _drained(q: queue.SimpleQueue | queue.Queue) -> Iterator:
