@@ -1,24 +1,33 @@
 """The Ray driver process behind RealRay: the only process of a run that imports ray.
 
-Run as `python -m fakes.ray.driver ADDRESS` with the fleet's environment. It reads one
+Run as `python -m fakes.ray.driver ADDRESS [--label RUN_LABEL]` with the fleet's environment
+(fleet.RAY_ENV: the node IP stays 127.0.0.1). It reads one
 JSON command per stdin line and writes one JSON message per stdout line. It is a plain
 subprocess rather than a multiprocessing child because a 'spawn' child re-imports the parent's
 __main__, which under Locust imports locust and gevent-monkey-patches the child: the Ray client
 then hangs.
 
+Every placement group it creates is named gs-<run label>-<id> (survey.pg_prefix), so that it is
+recognisable on a cluster gangstorm did not start, and its job carries the run label in its
+metadata. At stop (or EOF on stdin: the parent died) it removes every group it created; groups of
+a driver that dies anyway are removed by the GCS with its job (none is detached).
+
 Commands (parent -> worker):
   {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D}
-  {"op":"prefill","id":K,"bundles":[...],"hold_s":D|null}   pinned groups (STRICT_PACK)
+  {"op":"prefill","id":K,"bundles":[...],"hold_s":D|null,"pin":NODE_ID|null}   pinned (STRICT_PACK);
+                                           pin: by the node's ray.io/node-id label (attached clusters)
+  {"op":"fleet","node_ids":[...]}          count only these nodes in control-plane samples
   {"op":"evict","id":J}                    remove J's group and create it again (whole gang)
   {"op":"node_dead","node_id":H,"t":T}     a raylet was killed at T: watch the groups it held
   {"op":"stop"}
 Messages (worker -> parent):
+  {"ev":"hello","pid":P}                   once connected
   {"ev":"ready","id":J,"t":T,"nodes":[node_id per bundle],"sched_ms":..,"e2e_ms":..,"attempts":..}
   {"ev":"finished","id":J,"t":T}
   {"ev":"lost","id":J,"t":T,"nodes":[...],"state":S}    (after node_dead)
   {"ev":"failed","id":J,"t":T,"reason":R}
   {"ev":"cp","t":T,...}                    control-plane sample, about once a second
-  {"ev":"error","error":E} / {"ev":"stopped"}
+  {"ev":"error","error":E} / {"ev":"stopped","removed_at_stop":N}
 Timestamps are time.monotonic() (CLOCK_MONOTONIC, shared by every process on the machine), taken
 in this process when Ray reports; the target turns them into run seconds with its RunClock.
 """
@@ -34,6 +43,7 @@ import time
 from typing import Any
 
 from fakes.ray.fleet import HEAD_NAME
+from fakes.ray.survey import JOB_MARK, pg_prefix
 
 CP_EVERY_S = 1.0
 TABLE_EVERY_S = 10.0
@@ -41,13 +51,16 @@ WATCH_EVERY_S = 0.2
 
 
 class Worker:
-    def __init__(self, address: str, out):
+    def __init__(self, address: str, out, label: str = "gangstorm"):
         import ray
+        from ray.job_config import JobConfig
         from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
         self.ray = ray
         self._pg, self._table, self._remove = placement_group, placement_group_table, remove_placement_group
-        ray.init(address=address, log_to_driver=False, logging_level="WARNING",
-                 configure_logging=True, include_dashboard=False)
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING", configure_logging=True,
+                 include_dashboard=False, job_config=JobConfig(metadata={JOB_MARK: label}))
+        self.prefix = pg_prefix(label)
+        self.fleet_ids: set[str] | None = None          # None: every node but the head
         self.out = out
         self.out_lock = threading.Lock()
         self.q: queue.Queue = queue.Queue()
@@ -72,7 +85,9 @@ class Worker:
         g["token"] += 1
         token = g["token"]
         g.update(state="pending", nodes=[], end=None)
-        g["pg"] = self._pg(spec["bundles"], strategy=spec["strategy"], name=f"gs-{gid}")
+        pin = {"bundle_label_selector": [{"ray.io/node-id": spec["pin"]}] * len(spec["bundles"])} \
+            if spec.get("pin") else {}
+        g["pg"] = self._pg(spec["bundles"], strategy=spec["strategy"], name=f"{self.prefix}{gid}", **pin)
         self.groups[gid] = g
         fut = g["pg"].ready().future()
         fut.add_done_callback(lambda f, gid=gid, token=token: self.q.put(("ready", gid, token, time.monotonic(), f)))
@@ -177,7 +192,8 @@ class Worker:
             self.send(ev="error", error=f"cp: {e!r}"[:300])
             return
         states = self.gcs_states
-        fleet = [n for n in nodes if n.get("NodeName") != HEAD_NAME]
+        fleet = [n for n in nodes if (n.get("NodeID") in self.fleet_ids if self.fleet_ids is not None
+                                      else n.get("NodeName") != HEAD_NAME)]
         alive = [n for n in fleet if n.get("Alive")]
         for n in fleet:
             if not n.get("Alive") and n.get("NodeID") in self.dead_unseen:
@@ -220,7 +236,9 @@ class Worker:
                                          "hold_s": msg["hold_s"]})
         elif op == "prefill":
             self.create(int(msg["id"]), {"bundles": msg["bundles"], "strategy": "STRICT_PACK",
-                                         "hold_s": msg.get("hold_s")})
+                                         "hold_s": msg.get("hold_s"), "pin": msg.get("pin")})
+        elif op == "fleet":
+            self.fleet_ids = set(msg["node_ids"])
         elif op == "evict":
             self.evict(int(msg["id"]))
         elif op == "node_dead":
@@ -229,10 +247,13 @@ class Worker:
             return False
         return True
 
-    def close(self) -> None:
-        for gid in list(self.groups):
+    def close(self) -> dict[str, Any]:
+        """Remove every group this driver created (RealRay counts what the GCS still holds)."""
+        held = [gid for gid, g in self.groups.items() if "pg" in g]
+        for gid in held:
             self.remove(gid)
         self.ray.shutdown()
+        return {"removed_at_stop": len(held)}
 
 
 class _Done:
@@ -252,14 +273,17 @@ def _reader(q: queue.Queue) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    label = "gangstorm"
+    if len(argv) == 3 and argv[1] == "--label":
+        argv, label = argv[:1], argv[2]
     if len(argv) != 1:
-        print("usage: python -m fakes.ray.driver GCS_ADDRESS", file=sys.stderr)
+        print("usage: python -m fakes.ray.driver GCS_ADDRESS [--label RUN_LABEL]", file=sys.stderr)
         return 2
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)       # whatever Ray prints goes to the log, not into the protocol
     w = None
     try:
-        w = Worker(argv[0], out)
+        w = Worker(argv[0], out, label)
         threading.Thread(target=_reader, args=(w.q,), daemon=True).start()
         out.write(json.dumps({"ev": "hello", "pid": os.getpid()}) + "\n")
         out.flush()
@@ -269,11 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
         return 1
     finally:
+        final: dict[str, Any] = {}
         if w is not None:
             try:
-                w.close()
+                final = w.close()
             finally:
-                out.write(json.dumps({"ev": "stopped"}) + "\n")
+                out.write(json.dumps({"ev": "stopped", **final}) + "\n")
                 out.flush()
     return 0
 

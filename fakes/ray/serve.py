@@ -1,10 +1,14 @@
-"""The Ray fleet launcher: `python -m fakes.ray.serve SPEC.json`, started by RayFleet in its own session.
+"""The Ray fleet launcher: `python -m fakes.ray.serve SPEC.json [--detach READY.json]`, in its own session.
 
 The only side of the fleet that imports ray. It builds the cluster with ray.cluster_utils.Cluster:
 a resource-less head (GCS, API server, autoscaler monitor) plus one raylet per fleet node declaring
 num_gpus, num_cpus, the node's custom resource (fleet.node_resource) and the fleet's leaf/spine/GPU
 model labels. It replies {"event":"ready",...} once every raylet registered, then answers one JSON
 command per stdin line (kill, restart, stop); EOF on stdin (the parent died) also stops it.
+
+Detached (`--detach READY.json`, what `gangstorm cluster up ray` starts, fakes/ray/launch.py): no
+commands; the ready (or error) message is written to READY.json (atomically, by rename), then the
+launcher runs until SIGTERM/SIGINT/SIGHUP and shuts the cluster down (Cluster.shutdown) on it.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +108,40 @@ class Launcher:
         return {"ok": True, "node": self.add(self.specs[i])}
 
 
+def serve_detached(spec_path: str, ready_path: str) -> int:
+    """Boot, write the ready message to ready_path, run until a stop signal, shut down."""
+    def write(msg: dict[str, Any]) -> None:
+        tmp = Path(ready_path + ".tmp")
+        tmp.write_text(json.dumps(msg) + "\n")
+        os.replace(tmp, ready_path)
+
+    def interrupt(*_: Any) -> None:          # a stop signal while booting aborts the boot
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+    launcher = None
+    try:
+        launcher = Launcher(json.loads(Path(spec_path).read_text()))
+        ready = launcher.boot()
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda *_: stop.set())
+        write({**ready, "pid": os.getpid()})
+        while not stop.wait(1.0):
+            pass
+        return 0
+    except BaseException as e:  # noqa: BLE001 - reported to `cluster up`, which stops the session
+        write({"event": "error", "error": f"{type(e).__name__}: {e}"})
+        return 1
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)       # the shutdown itself is not interrupted
+        if launcher is not None:
+            launcher.cluster.shutdown()
+        print("ray_fleet: stopped", file=sys.stderr)
+
+
 def serve(spec_path: str) -> int:
     # Replies go to the original stdout; anything Ray prints goes to the log (stderr).
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -137,7 +176,9 @@ def serve(spec_path: str) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[2] == "--detach":
+        sys.exit(serve_detached(sys.argv[1], sys.argv[3]))
     if len(sys.argv) != 2:
-        print("usage: python -m fakes.ray.serve SPEC.json", file=sys.stderr)
+        print("usage: python -m fakes.ray.serve SPEC.json [--detach READY.json]", file=sys.stderr)
         sys.exit(2)
     sys.exit(serve(sys.argv[1]))

@@ -8,6 +8,12 @@ resolves; the group is held for job.duration_s and then removed.
 This module never imports ray: the fleet's launcher (fakes/ray/serve.py, through RayFleet) and the
 driver (fakes/ray/driver.py) each run in their own session, so the target works from a
 gevent-patched Locust process too. All I/O here is non-blocking pipe reads in advance().
+
+Attached (ctx.existing.ray_address, fakes/ray/attach.py): no fleet is launched; the driver connects
+to that GCS, scenario node i is the i-th alive GPU node by name, every group is named
+gs-<run label>-<id>, stop() removes them all and never stops the cluster, and preflight() (a
+read-only survey subprocess) refuses foreign workloads unless allowed. node_fail/node_recover
+raise ChaosUnsupported there (gangstorm does not own the raylets).
 """
 from __future__ import annotations
 
@@ -24,14 +30,16 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fakes.ray.fleet import REPO, RayFleet, node_resource
-from fakes.ray.pipe import JsonPipe
+from fakes.ray import attach
+from fakes.ray.fleet import RAY_ENV, REPO, RayFleet, node_resource
+from fakes.ray.pipe import ChildError, JsonPipe
+from fakes.ray.survey import SurveyError, classify, pg_prefix, survey
 from fakes.real.base import RealTarget
 from fakes.real.procfs import mem_available_mib
 from fakes.real.procs import spawn, stop_child
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, TargetContext
+from loadgen.model.target import ChaosAction, ChaosUnsupported, ClusterRefused, TargetContext, run_label
 
 MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
 MAX_RAYLETS = 256
@@ -51,6 +59,11 @@ class RealRay(RealTarget):
         self.n = ctx.fleet.nodes
         self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
         self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir)    # the raylets of the base's fleet model
+        self.existing = ctx.existing if ctx.existing and ctx.existing.ray_address else None
+        self.label = run_label(ctx.run_id)
+        self.address = ""                                        # the GCS the driver connects to
+        self.left_behind: dict[str, int | None] | None = None   # attached: what stop() could not remove
+        self.node_ids: list[str] = []                            # attached: cluster node per scenario node
         self.proc = None                                         # the driver process
         self.driver: JsonPipe | None = None
         self.dead = self.down                                    # nodes whose raylet chaos killed
@@ -74,7 +87,24 @@ class RealRay(RealTarget):
         self.counters = dict.fromkeys(COUNTERS, 0)
 
     # -- lifecycle ---------------------------------------------------------------------------
+    def preflight(self) -> list[str]:
+        """Attached: read-only survey of the GCS (nodes, foreign workloads); [] otherwise."""
+        if not self.existing:
+            return []
+        found = self._survey()
+        nodes = attach.fleet_nodes(found, self.existing, self.ctx.fleet)
+        return attach.found_lines(found, self.existing, nodes, attach.foreign_check(found, self.existing, self.label))
+
+    def _survey(self) -> dict[str, Any]:
+        try:
+            return survey(self.existing.ray_address)
+        except SurveyError as e:
+            raise ClusterRefused(f"--ray-address {self.existing.ray_address}: {e}") from None
+
     def start(self) -> None:
+        if self.existing:
+            self._attach()
+            return
         if self.n > MAX_RAYLETS:
             raise RayTargetError(f"ray real backend: fleet.nodes={self.n} raylets is beyond what one machine "
                                  f"holds (max {MAX_RAYLETS}); pass e.g. --nodes 32")
@@ -87,22 +117,81 @@ class RealRay(RealTarget):
         try:
             self.fleet.start()
             self.node_index = {n["node_id"]: n["index"] for n in self.fleet.nodes}
-            log = (self.run_dir or Path(self.fleet.ray_tmpdir)) / "ray-worker.log"
-            self.proc = spawn([sys.executable, "-m", "fakes.ray.driver", self.fleet.address],
-                              env={**os.environ, **self.fleet.env()}, cwd=REPO, pipes=True, stderr_log=log)
-            self.driver = JsonPipe(self.proc, "ray driver process", log)
-            hello = self.driver.read(120)
-            if hello.get("ev") != "hello":
-                raise RayTargetError(f"ray driver process failed: {hello.get('error', hello)} (log: {log})")
+            self.address = self.fleet.address
+            self._start_driver(self.run_dir or Path(self.fleet.ray_tmpdir), self.fleet.env())
         except BaseException:
             self.stop()
             raise
 
+    def _attach(self) -> None:
+        """Drive an existing cluster: checks as preflight, then only the driver process."""
+        found = self._survey()
+        nodes = attach.fleet_nodes(found, self.existing, self.ctx.fleet)
+        attach.foreign_check(found, self.existing, self.label)
+        self.node_ids = [n["node_id"] for n in nodes]
+        self.node_index = {nid: i for i, nid in enumerate(self.node_ids)}
+        self.address = self.existing.ray_address
+        self.left_behind = {"placement_groups": None}      # until stop() has counted
+        if self.run_dir:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_driver(self.run_dir, {})
+            self._send(op="fleet", node_ids=self.node_ids)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_driver(self, logdir: Path | None, env: dict[str, str]) -> None:
+        log = logdir / "ray-worker.log" if logdir else None
+        self.proc = spawn([sys.executable, "-m", "fakes.ray.driver", self.address, "--label", self.label],
+                          env={**os.environ, **RAY_ENV, **env}, cwd=REPO, pipes=True, stderr_log=log)
+        self.driver = JsonPipe(self.proc, "ray driver process", log)
+        hello = self.driver.read(120)
+        if hello.get("ev") != "hello":
+            raise RayTargetError(f"ray driver process failed: {hello.get('error', hello)} (log: {log})")
+
     def stop(self) -> None:
-        proc, self.proc, self.driver = self.proc, None, None
-        if proc is not None:
-            stop_child(proc, 30)
+        proc, driver, self.proc, self.driver = self.proc, self.driver, None, None
+        final = self._stop_driver(proc, driver) if proc is not None else {}
+        if self.existing:
+            if self.left_behind is not None:
+                self.left_behind = {"placement_groups": self._count_left()}
+            return                                   # never stop a cluster gangstorm did not start
         self.fleet.stop()
+
+    def _stop_driver(self, proc, driver: JsonPipe | None) -> dict[str, Any]:
+        """Ask the driver to stop (it removes every group it created) and keep its last message."""
+        final: dict[str, Any] = {}
+        try:
+            if driver is not None and proc.poll() is None:
+                driver.send({"op": "stop"})
+                deadline = time.monotonic() + 60
+                while not final:
+                    m = driver.read(max(0.1, deadline - time.monotonic()))
+                    if m.get("ev") == "stopped":
+                        final = m
+        except (ChildError, OSError, ValueError):
+            pass
+        stop_child(proc, 10)
+        return final
+
+    def _count_left(self, settle_s: float = 15.0) -> int | None:
+        """Groups named with the run's prefix the GCS still holds, read independently of the driver
+        (the GCS removes a dead driver's groups on its own: wait a little for that)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                own = classify(survey(self.existing.ray_address, timeout=30), self.label)["own"]
+                left = sum(1 for w in own if w["kind"] == "placement group")
+            except SurveyError as e:
+                self.errors.append(f"stop: {e}")
+                return None
+            if left == 0 or time.monotonic() >= deadline:
+                return left
+            time.sleep(1.0)
+
+    def after_stop(self) -> dict[str, Any]:
+        return {} if self.left_behind is None else {"left_behind": self.left_behind}
 
     # -- workload ----------------------------------------------------------------------------
     def strategy(self, job: Job) -> str:
@@ -225,6 +314,8 @@ class RealRay(RealTarget):
         return {int(n) % self.n for n in action.params["nodes"]}
 
     def _chaos_node_fail(self, action: ChaosAction, now: float) -> None:
+        if self.existing:
+            raise ChaosUnsupported(attach.NODE_CHAOS_UNSUPPORTED)
         for i in sorted(self._nodes(action) - self.dead):
             node_id = self.fleet.kill_raylet(i)["node_id"]
             killed = time.monotonic()
@@ -234,6 +325,8 @@ class RealRay(RealTarget):
             self._send(op="node_dead", node_id=node_id, t=killed)
 
     def _chaos_node_recover(self, action: ChaosAction, now: float) -> None:
+        if self.existing:
+            raise ChaosUnsupported(attach.NODE_CHAOS_UNSUPPORTED)
         # A raylet takes seconds to boot: do not stall the open-loop driver meanwhile.
         threading.Thread(target=self._restart, args=(sorted(self._nodes(action) & self.dead),), daemon=True).start()
 
@@ -254,8 +347,13 @@ class RealRay(RealTarget):
             gid = next(self._prefill_ids)
             self._prefill_wanted[gid] = (node, gpus)
             self.counters["prefill_groups"] += 1
-            self._send(op="prefill", id=gid, hold_s=action.params.get("duration_s"), bundles=[
-                {"GPU": float(gpus), "CPU": float(gpus * cpus_per_gpu), node_resource(node): 0.001}])
+            bundle = {"GPU": float(gpus), "CPU": float(gpus * cpus_per_gpu)}
+            if self.existing:    # pinned by the node's ray.io/node-id label: no custom resource there
+                self._send(op="prefill", id=gid, hold_s=action.params.get("duration_s"), bundles=[bundle],
+                           pin=self.node_ids[node])
+            else:
+                self._send(op="prefill", id=gid, hold_s=action.params.get("duration_s"),
+                           bundles=[{**bundle, node_resource(node): 0.001}])
 
     def _chaos_evict(self, action: ChaosAction, now: float) -> None:
         # Ray cannot take one bundle away from a group: eviction removes the whole group and
@@ -307,6 +405,8 @@ class RealRay(RealTarget):
             "scheduling_attempts_max": max(self.attempts) if self.attempts else None,
             "node_failures": self.node_fail_log,
             "fleet_boot_s": round(self.fleet.boot_s, 2) if self.fleet.boot_s else None,
+            "attached": self.address if self.existing else None,
+            "placement_group_prefix": pg_prefix(self.label),
             "errors": self.errors[-10:],
             # the GCS's own scheduling latency of every created group, summed: its busy time
             "busy_s": {"gcs-placement-groups": round(sum(self.sched_ms) / 1000.0, 6)},
