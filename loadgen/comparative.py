@@ -177,7 +177,7 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             print(f"gangstorm: warning: {name} left objects labelled with its run on the existing cluster: "
                   + ", ".join(f"{v} {k}" for k, v in left.items() if v), file=sys.stderr)
     cp = {**cp, **target.after_stop()}
-    result = scheduler_result(rec, scenario, name, opts.backend, end, plan.fleet.total_gpus, cp)
+    result = scheduler_result(rec, scenario, name, opts.backend, end, plan.fleet, cp)
     result["wall_s"] = round(time.monotonic() - t0, 3)
     if wall:
         result["time_scale"] = scale

@@ -49,6 +49,11 @@ class Recorder:
         # gang restarts from scratch: no checkpoints are modelled)
         self.run_start = np.full(n, np.nan)
         self.lost_gpu_s = 0.0
+        # placement: where each job's first admission put its members, and every run's nodes and
+        # length (closed at finish, eviction, failure or the end), for leaf/spine crossing
+        self.first_nodes: dict[int, tuple[int, ...]] = {}
+        self.run_nodes: dict[int, tuple[int, ...]] = {}
+        self.runs: list[tuple[int, tuple[int, ...], float]] = []    # (job index, nodes, seconds)
 
     def set_window(self, start: float, end: float) -> None:
         self.window = (float(start), float(end))
@@ -97,6 +102,9 @@ class Recorder:
             elif k is Kind.ADMITTED:
                 if np.isnan(self.run_start[i]):
                     self.run_start[i] = e.t
+                if e.nodes:
+                    self.first_nodes.setdefault(i, tuple(e.nodes))
+                    self.run_nodes[i] = tuple(e.nodes)
                 self._set_bound(i, max(e.members, int(self.bound[i])), True)
                 if np.isnan(self.admit[i]):
                     self.admit[i] = e.t
@@ -106,6 +114,7 @@ class Recorder:
                     self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
             elif k is Kind.EVICTED:
                 self.evictions[i] += 1
+                self._end_run(i, e.t)
                 if not np.isnan(self.run_start[i]):
                     self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * int(self.gpm[i])
                     self.run_start[i] = np.nan
@@ -113,6 +122,7 @@ class Recorder:
             elif k is Kind.REQUEUED:
                 self.requeued_at.setdefault(e.job_id, e.t)
             elif k in (Kind.FINISHED, Kind.FAILED, Kind.REJECTED):
+                self._end_run(i, e.t)
                 self._set_bound(i, 0, False)
                 if k is Kind.FINISHED:
                     self.finish[i] = e.t
@@ -120,9 +130,17 @@ class Recorder:
                     (self.failed if k is Kind.FAILED else self.rejected)[i] = True
                     self.reason[e.job_id] = e.reason
 
+    def _end_run(self, i: int, t: float) -> None:
+        """The run that started at run_start[i] on run_nodes[i] ends at t (placement GPU-seconds)."""
+        nodes = self.run_nodes.pop(i, None)
+        if nodes and not np.isnan(self.run_start[i]):
+            self.runs.append((i, nodes, max(0.0, t - float(self.run_start[i]))))
+
     def sample(self, snap: Snapshot) -> None:
         self._integrate(snap.t)
         self.samples.append(snap)
 
     def close(self, t: float) -> None:
         self._integrate(t)
+        for i in list(self.run_nodes):       # still running at the end: counted up to t
+            self._end_run(i, t)

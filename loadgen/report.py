@@ -44,6 +44,18 @@ def render(summary: dict) -> str:
             cells.append("n/a" if not a or not a["count"] else
                          f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    placed = {n: s["placement"] for n, s in summary["schedulers"].items() if s.get("placement")}
+    if placed:
+        lines += ["", "Placement of multi-node gangs (first admission; GPU-hours over every run):", "",
+                  "| scheduler | gangs | leaves spanned mean / p99 / max | large gangs in one leaf | "
+                  "cross-leaf GPU-h | cross-spine GPU-h |", "|---|---:|---:|---:|---:|---:|"]
+        for n, q in placed.items():
+            span = q["leaves_spanned"]
+            spans = "n/a" if not span else f"{_fmt(span['mean'], 2)} / {_fmt(span['p99'], 0)} / {_fmt(span['max'], 0)}"
+            share, large = q["large_in_one_leaf_share"], q["large_gangs_placed"]
+            one_leaf = "n/a" if share is None else f"{share * 100:.1f}% of {large:,}"
+            lines.append(f"| {n} | {q['gangs_placed']:,} | {spans} | {one_leaf} | "
+                         f"{q['cross_leaf_gpu_hours']:,.1f} | {q['cross_spine_gpu_hours']:,.1f} |")
     models = {n: s["model"] for n, s in summary["schedulers"].items() if s.get("model")}
     if models:
         prof = summary.get("profile", {})

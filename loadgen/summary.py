@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen import placement
 from loadgen.metrics import summarize
 from loadgen.model.fleet import Fleet
 from loadgen.model.target import ChaosAction
@@ -57,9 +58,10 @@ def slo_met(result: dict[str, Any], slo: dict[str, Any]) -> bool:
 
 
 def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str, end_s: float,
-                     total_gpus: int, control_plane: dict[str, Any]) -> dict[str, Any]:
+                     fleet: Fleet, control_plane: dict[str, Any]) -> dict[str, Any]:
     out = {"backend": backend,
-           **summarize(rec, total_gpus, end_s, rec.window, scenario.section("cost"))}
+           **summarize(rec, fleet.total_gpus, end_s, rec.window, scenario.section("cost"))}
+    out["placement"] = placement.quality(rec, fleet)
     out["control_plane"] = control_plane
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)

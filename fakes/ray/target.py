@@ -249,7 +249,7 @@ class RealRay(RealTarget):
                 self.sched_ms.append(float(m["sched_ms"]))
                 self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
                 self.attempts.append(int(m.get("attempts") or 0))
-        self._emit(t, gid, Kind.ADMITTED, job.members)
+        self._emit(t, gid, Kind.ADMITTED, job.members, nodes=tuple(n for n in self.running[gid] if n >= 0))
         self._emit(t, gid, Kind.STARTED, job.members)
 
     def _on_finished(self, m: dict[str, Any]) -> None:

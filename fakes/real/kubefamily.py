@@ -478,8 +478,9 @@ class RealKubeFamily(RealTarget):
         if gang.requeued_t is not None:
             self.readmission_s.append(t - gang.requeued_t)
             gang.requeued_t = None
-        for kind in (Kind.ADMITTED, Kind.STARTED):
-            self._emit(t, gang.job.id, kind, len(gang.bound))
+        nodes = tuple(self.node_index.get(n, -1) for n in gang.bound.values())
+        self._emit(t, gang.job.id, Kind.ADMITTED, len(gang.bound), nodes=tuple(n for n in nodes if n >= 0))
+        self._emit(t, gang.job.id, Kind.STARTED, len(gang.bound))
 
     def _requeue(self, gang: Gang, t: float, members: int, reason: str) -> None:
         """The gang lost members and waits to be admitted again with `members` still bound."""

@@ -66,14 +66,15 @@ class SimTarget(Target):
         heapq.heappush(self._timers, (t, next(self._seq), fn, args))
 
     def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "",
-              backend_t: float | None = None) -> None:
+              backend_t: float | None = None, nodes: tuple[int, ...] = ()) -> None:
         if self.observe_s > 0:
-            self._at(t + self.observe_s, self._observed, job_id, kind, members, reason)
+            self._at(t + self.observe_s, self._observed, job_id, kind, members, reason, nodes)
         else:
-            super()._emit(t, job_id, kind, members, reason, backend_t)
+            super()._emit(t, job_id, kind, members, reason, backend_t, nodes)
 
-    def _observed(self, t: float, job_id: int, kind: Kind, members: int, reason: str) -> None:
-        super()._emit(t, job_id, kind, members, reason)
+    def _observed(self, t: float, job_id: int, kind: Kind, members: int, reason: str,
+                  nodes: tuple[int, ...] = ()) -> None:
+        super()._emit(t, job_id, kind, members, reason, None, nodes)
 
     def next_wakeup(self) -> float | None:
         return self._timers[0][0] if self._timers else None
@@ -122,7 +123,8 @@ class SimTarget(Target):
         self.active[js.job.id] = js
         js.runs += 1
         js.run_token += 1
-        self._emit(t, js.job.id, Kind.ADMITTED, js.bound)
+        nodes = tuple(n for n, _, _ in self.state.holdings.get(js.job.id, ()))
+        self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
         self._emit(t, js.job.id, Kind.STARTED, js.bound)
         self._at(t + js.job.duration_s, self._finish, js, js.run_token)
 

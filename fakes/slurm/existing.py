@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from fakes.slurm.endpoint import SlurmEndpoint
 from loadgen.model.errors import BackendError
+from loadgen.model.target import ClusterRefused
 
 _GPUS = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
 
@@ -58,12 +59,12 @@ class ExistingSlurm(SlurmEndpoint):
         names = [p.strip() for p in self.ask(["sinfo", "-h", "-o", "%P"]).split()]
         if self.partition:
             if self.partition not in {n.rstrip("*") for n in names}:
-                raise BackendError(f"slurm: {self.conf}: no partition {self.partition!r} "
+                raise ClusterRefused(f"--partition {self.partition}: {self.conf} has no such partition "
                                    f"(partitions: {', '.join(n.rstrip('*') for n in names) or 'none'})")
             return self.partition
         default = [n.rstrip("*") for n in names if n.endswith("*")]
         if not default:
-            raise BackendError(f"slurm: {self.conf}: no default partition; pass --partition "
+            raise ClusterRefused(f"--slurm-conf {self.conf}: no default partition; pass --partition "
                                f"(partitions: {', '.join(names) or 'none'})")
         return default[0]
 

@@ -317,8 +317,10 @@ class RealSlurm(RealTarget):
                                                         and row.start and row.nodelist)):
                 tr.started, tr.nodes = True, expand(row.nodelist)
                 tr.starts.append((obs, row.start, tr.nodes))
-                for kind in (Kind.ADMITTED, Kind.STARTED):
-                    self._emit(obs, jid, kind, tr.job.members, backend_t=self.clock.from_epoch(row.start))
+                start = self.clock.from_epoch(row.start)
+                nodes = tuple(self.index[n] for n in tr.nodes if n in self.index)
+                self._emit(obs, jid, Kind.ADMITTED, tr.job.members, backend_t=start, nodes=nodes)
+                self._emit(obs, jid, Kind.STARTED, tr.job.members, backend_t=start)
             if state in PENDING and tr.started:
                 tr.started, tr.nodes = False, []
                 if not tr.evicted:      # Slurm requeued it on its own (node not responding, ...)

@@ -195,7 +195,7 @@ class Collector:
         lo, hi = (x / scale for x in plan.window)
         rec.set_window(min(lo, end * 0.5), min(hi, end))      # a run stopped early (-t) ends sooner
         rec.close(end)
-        out = scheduler_result(rec, st.scenario, lane.name, st.backend, end, plan.fleet.total_gpus,
+        out = scheduler_result(rec, st.scenario, lane.name, st.backend, end, plan.fleet,
                                merge_cp([f.get("control_plane", {}) for f in finals]))
         out["wall_s"] = round(max([f["wall"] for f in finals] + [0.0]), 3)
         out["driver"] = "locust"

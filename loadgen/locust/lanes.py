@@ -32,11 +32,11 @@ class GangFailure(Exception):
 
 def event_row(e: Event) -> tuple:
     # tuples of plain values: the cyclic GC stops tracking them, so a long run's rows cost no GC pauses
-    return (e.t, e.job_id, e.kind.value, e.members, e.reason, e.backend_t)
+    return (e.t, e.job_id, e.kind.value, e.members, e.reason, e.backend_t, e.nodes)
 
 
 def row_event(r) -> Event:
-    return Event(r[0], r[1], Kind(r[2]), r[3], r[4], r[5])
+    return Event(r[0], r[1], Kind(r[2]), r[3], r[4], r[5], tuple(r[6]) if len(r) > 6 else ())
 
 
 class Lane:

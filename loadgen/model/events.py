@@ -25,3 +25,4 @@ class Event:
     members: int = 0
     reason: str = ""
     backend_t: float | None = None   # the backend's own timestamp when it has one (Slurm StartTime)
+    nodes: tuple[int, ...] = ()      # ADMITTED: fleet index of each bound member's node (placement quality)

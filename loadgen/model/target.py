@@ -120,9 +120,9 @@ class Target(ABC):
         self._out: list[Event] = []
 
     def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "",
-              backend_t: float | None = None) -> None:
+              backend_t: float | None = None, nodes: tuple[int, ...] = ()) -> None:
         """Queue one event; submit/advance/chaos hand the queue to the runner (_take)."""
-        self._out.append(Event(t, job_id, kind, members, reason, backend_t))
+        self._out.append(Event(t, job_id, kind, members, reason, backend_t, tuple(nodes)))
 
     def _take(self) -> list[Event]:
         out, self._out = self._out, []
