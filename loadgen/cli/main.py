@@ -48,8 +48,10 @@ def _on_signal(signum, frame):
 
 
 def _unraisable(info) -> None:
-    """A KeyboardInterrupt Python could not raise (see _on_signal) is not a traceback to print."""
-    if not isinstance(info.exc_value, KeyboardInterrupt):
+    """A KeyboardInterrupt Python could not raise (see _on_signal) is not a traceback to print, nor
+    is what it leaves behind once a signal came: an interrupt inside a constructor leaves a
+    half-built object whose __del__ then fails (pyparsing's Forward, while matplotlib imports)."""
+    if not isinstance(info.exc_value, KeyboardInterrupt) and not SIGNALLED:
         sys.__unraisablehook__(info)
 
 
