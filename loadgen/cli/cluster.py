@@ -105,8 +105,7 @@ def up(args) -> int:
     if state.get("node_selector"):      # the cluster's own fake nodes (without it, the run creates its own)
         flags += f" --node-selector {state['node_selector']}"
     print(f"{args.backend} cluster {args.name!r} up in {state['up_s']} s: {ctx.fleet.nodes} nodes")
-    for k, v in state["connect"].items():
-        print(f"  {k.lstrip('-')}: {v}")
+    _print_connect(state)
     print(f"drive it:  gangstorm run SCENARIO --schedulers {args.backend} {flags} --nodes {ctx.fleet.nodes}")
     print(f"stop it:   gangstorm cluster down {args.backend}" + (f" --name {args.name}" if args.name != "default" else ""))
     return 0
@@ -140,11 +139,16 @@ def status(args) -> int:
         return 0 if st.get("up") else 3
     word = "up" if st.get("up") else "DOWN"
     print(f"{args.backend} cluster {args.name!r}: {word}, {state['nodes']} nodes, started {state['up_s']} s to boot")
-    for k, v in state["connect"].items():
-        print(f"  {k.lstrip('-')}: {v}")
+    _print_connect(state)
     for comp, s in sorted(st.get("components", {}).items()):
         print(f"  {comp}: {s}")
     for k, v in st.items():
         if k not in ("up", "components"):
             print(f"  {k}: {v}")
     return 0 if st.get("up") else 3
+
+
+def _print_connect(state: dict) -> None:
+    """The attach flags `up` recorded, one per line (kubeconfig: PATH, ...)."""
+    for k, v in state["connect"].items():
+        print(f"  {k.lstrip('-')}: {v}")
