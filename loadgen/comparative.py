@@ -10,13 +10,14 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from loadgen import hostcpu, report
 from loadgen.errors import BackendError, UserError
 from loadgen.model.registry import target_class
 from loadgen.model.target import Existing, ClusterRefused, TargetContext
 from loadgen.plan import RunPlan, plan_run
+from loadgen.lifecycle import Lifecycle
 from loadgen.recorder import Recorder
 from loadgen.runner import VirtualClock, WallClock, run as drive
 from loadgen.scenario import Scenario
@@ -42,6 +43,11 @@ class RunOptions:
     on_start: Callable[[Path], None] | None = None   # called once the run folder exists
     existing: Existing | None = None           # attach the real targets to this cluster
     run_id: str = ""                           # labels what the run creates (default: the run id)
+    # wall-clock runs: serve gangstorm's metrics and the fake DCGM exporter on these 127.0.0.1
+    # ports while running (None: not served; 0: any free port)
+    metrics_port: int | None = None
+    dcgm_port: int | None = None
+    publisher: Any = None                      # set by run(): loadgen.serve_metrics.Publisher
     extra: dict = field(default_factory=dict)
 
 
@@ -59,6 +65,15 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     store = RunStore.create(out, summary)
     if opts.on_start:
         opts.on_start(out)
+    exposed = None
+    if opts.backend == "real" and (opts.metrics_port is not None or opts.dcgm_port is not None):
+        from loadgen.serve_metrics import Exposed
+        spec = scenario.startup().scaled(opts.time_scale).activity
+        exposed = Exposed(plan.fleet, spec, opts.metrics_port or 0, opts.dcgm_port or 0)
+        opts = replace(opts, publisher=exposed.publisher)
+        summary["metrics_endpoints"] = {"gangstorm": exposed.gangstorm.address, "dcgm": exposed.dcgm.address}
+        print(f"gangstorm: metrics on http://{exposed.gangstorm.address}/metrics, "
+              f"fake DCGM exporter on http://{exposed.dcgm.address}/metrics", file=sys.stderr)
     try:
         for name in opts.schedulers:
             summary["running"] = name
@@ -70,6 +85,8 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
             store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
         summary["complete"] = True
     finally:
+        if exposed is not None:
+            exposed.stop()
         summary["wall_s"] = round(time.monotonic() - t_start, 3)
         store.write_summary(summary)
         store.write_text("summary.md", report.render(summary))
@@ -129,7 +146,7 @@ def target_context(scenario: Scenario, name: str, plan: RunPlan, opts: RunOption
     return TargetContext(fleet=plan.fleet, config=scenario.scheduler_config(name),
                          control_plane=scenario.section("control_plane"), seed=scenario.seed, run_dir=run_dir,
                          time_scale=scale, existing=opts.existing if opts.backend == "real" else None,
-                         run_id=run_id)
+                         run_id=run_id, startup=scenario.startup().scaled(scale))
 
 
 def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
@@ -142,10 +159,13 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
     run_dir = store.dir / f"{name}-{opts.backend}" if store else None
     if wall and run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
-    target = cls(target_context(scenario, name, plan, opts, run_dir, scale, opts.run_id or scenario.name))
+    ctx = target_context(scenario, name, plan, opts, run_dir, scale, opts.run_id or scenario.name)
+    target = Lifecycle(cls(ctx), ctx.startup, plan.fleet, scenario.seed)
     jobs = [scaled_job(j, scale) for j in plan.jobs] if wall else plan.jobs
     chaos = scaled_chaos(plan.chaos, scale) if wall else plan.chaos
-    rec = Recorder(jobs)
+    rec = Recorder(jobs, ctx.startup.activity)
+    if wall and opts.publisher is not None:
+        opts.publisher.attach(name, rec)
     lo, hi = plan.window
     rec.set_window(lo / scale, hi / scale)
     sample_s = max(scenario.data["sample_every_s"] / scale, 0.5) if wall else scenario.data["sample_every_s"]

@@ -47,6 +47,45 @@ def cost_per_million_gpu_hours(price: float, alloc_util: float, active_util: flo
     return price / (alloc_util * active_util) / (1.0 - tax) * 1e6
 
 
+BUDGETS = ("admission", "placement_to_ready", "rendezvous", "time_to_training")
+
+
+def budget_spans(rec: Recorder) -> dict[str, np.ndarray]:
+    """Per job, seconds spent in each budget (NaN where the job never got that far): admission
+    (intended submit -> first admission), placement-to-ready (-> first READY: image pull and
+    container start on every member's node), rendezvous (-> first TRAINING: failed attempts and
+    restarts included) and their sum, time-to-training."""
+    return {"admission": rec.admit - rec.submit, "placement_to_ready": rec.ready - rec.admit,
+            "rendezvous": rec.training - rec.ready, "time_to_training": rec.training - rec.submit}
+
+
+def budgets(rec: Recorder) -> dict:
+    """Each budget's quantiles with counts, for all jobs and per job class."""
+    spans = budget_spans(rec)
+    classes = np.array([j.cls for j in rec.jobs])
+    out: dict = {}
+    for name in BUDGETS:
+        v = spans[name]
+        ok = ~np.isnan(v)
+        out[name] = {"all": latency_stats(v[ok]),
+                     **{cls: latency_stats(v[ok & (classes == cls)]) for cls in sorted(set(classes.tolist()))}}
+    return out
+
+
+def activity(rec: Recorder) -> dict:
+    """SM activity measured over the GPU time of admitted gangs (image pull, container start,
+    rendezvous and training with its stalls). Partial-gang GPU time is left out: the scheduling
+    tax already charges it."""
+    admitted_gpu_s = rec.held_gpu_s - rec.partial_gpu_s
+    return {"active_util": round(rec.active_gpu_s / admitted_gpu_s, 6) if admitted_gpu_s > 0 else None,
+            "active_gpu_hours": round(rec.active_gpu_s / 3600.0, 6),
+            "admitted_gpu_hours": round(admitted_gpu_s / 3600.0, 6),
+            "training_sm_active": round(float(rec.activity.training_mean), 6),
+            "start_failures": int(rec.start_failures.sum()),
+            "jobs_with_failed_starts": int((rec.start_failures > 0).sum()),
+            "never_trained": int((~np.isnan(rec.admit) & np.isnan(rec.training)).sum())}
+
+
 def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float, float],
               cost: dict) -> dict:
     admitted = ~np.isnan(rec.admit)
@@ -67,7 +106,9 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
     in_window = [s for s in rec.samples if lo <= s.t <= hi]
     frag = float(np.mean([s.gpus_stranded for s in in_window]) / total_gpus) if in_window else 0.0
     tax = scheduling_tax(rec)
-    cpm = cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc_util, cost["active_util"], tax["tax"])
+    act = activity(rec)
+    cpm = (cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc_util, act["active_util"], tax["tax"])
+           if act["active_util"] else None)
     out = {
         "jobs": {"submitted": submitted, "accepted": int(rec.accepted.sum()), "admitted": int(admitted.sum()),
                  "never_admitted": int((~admitted).sum()), "pending_at_end": int(pending.sum()),
@@ -85,6 +126,8 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
         "gangs_never_completed": int((~admitted & (rec.members > 1) & rec.partial_ever).sum()),
         "gpu_hours_allocated": round(rec.held_gpu_s / 3600.0, 3),
         "scheduling_tax": tax,
+        "budgets": budgets(rec),
+        "activity": act,
         "cost_per_million_gpu_hours": None if cpm is None else round(cpm, 2),
         "failure_reasons": _count(rec.reason.values()),
     }

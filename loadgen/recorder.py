@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.model import activity
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
+from loadgen.model.startup import ActivitySpec
 from loadgen.model.target import Snapshot
 
 
 class Recorder:
-    def __init__(self, jobs: list[Job]):
+    def __init__(self, jobs: list[Job], activity_spec: ActivitySpec | None = None):
         self.jobs = jobs
         self.index = {j.id: i for i, j in enumerate(jobs)}
         n = len(jobs)
@@ -54,6 +56,18 @@ class Recorder:
         self.first_nodes: dict[int, tuple[int, ...]] = {}
         self.run_nodes: dict[int, tuple[int, ...]] = {}
         self.runs: list[tuple[int, tuple[int, ...], float]] = []    # (job index, nodes, seconds)
+        # the budgets after admission: first READY (every member's container runs) and first
+        # TRAINING (rendezvous done); failed rendezvous attempts per job
+        self.ready = np.full(n, np.nan)
+        self.training = np.full(n, np.nan)
+        self.start_failures = np.zeros(n, dtype=np.int64)
+        # GPU activity (loadgen/model/activity.py): SM-active GPU-seconds of training runs, whole
+        # run and inside the window, closed when a training run ends
+        self.activity = activity_spec or ActivitySpec()
+        self.train_since = np.full(n, np.nan)
+        self.active_gpu_s = 0.0
+        self.active_gpu_s_window = 0.0
+        self.on_sample: list = []       # callables (recorder, snapshot) after each sample (exposition)
 
     def set_window(self, start: float, end: float) -> None:
         self.window = (float(start), float(end))
@@ -112,6 +126,16 @@ class Recorder:
                         self.backend_admit[i] = e.backend_t
                 if e.job_id in self.requeued_at:
                     self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
+            elif k is Kind.READY:
+                if np.isnan(self.ready[i]):
+                    self.ready[i] = e.t
+            elif k is Kind.TRAINING:
+                if np.isnan(self.training[i]):
+                    self.training[i] = e.t
+                if np.isnan(self.train_since[i]):
+                    self.train_since[i] = e.t
+            elif k is Kind.START_FAILED:
+                self.start_failures[i] += 1
             elif k is Kind.EVICTED:
                 self.evictions[i] += 1
                 self._end_run(i, e.t)
@@ -131,7 +155,15 @@ class Recorder:
                     self.reason[e.job_id] = e.reason
 
     def _end_run(self, i: int, t: float) -> None:
-        """The run that started at run_start[i] on run_nodes[i] ends at t (placement GPU-seconds)."""
+        """The run that started at run_start[i] on run_nodes[i] ends at t (placement GPU-seconds,
+        and the SM-active GPU-seconds of its training)."""
+        since = self.train_since[i]
+        if not np.isnan(since):
+            gpus = int(self.members[i]) * int(self.gpm[i])
+            self.active_gpu_s += gpus * activity.seconds(self.activity, since, since, t)
+            lo, hi = self.window
+            self.active_gpu_s_window += gpus * activity.seconds(self.activity, since, max(since, lo), min(t, hi))
+            self.train_since[i] = np.nan
         nodes = self.run_nodes.pop(i, None)
         if nodes and not np.isnan(self.run_start[i]):
             self.runs.append((i, nodes, max(0.0, t - float(self.run_start[i]))))
@@ -139,8 +171,10 @@ class Recorder:
     def sample(self, snap: Snapshot) -> None:
         self._integrate(snap.t)
         self.samples.append(snap)
+        for fn in self.on_sample:
+            fn(self, snap)
 
     def close(self, t: float) -> None:
         self._integrate(t)
-        for i in list(self.run_nodes):       # still running at the end: counted up to t
-            self._end_run(i, t)
+        for i in set(self.run_nodes) | set(np.flatnonzero(~np.isnan(self.train_since)).tolist()):
+            self._end_run(i, t)           # still running at the end: counted up to t

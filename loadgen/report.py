@@ -44,6 +44,7 @@ def render(summary: dict) -> str:
             cells.append("n/a" if not a or not a["count"] else
                          f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += budget_lines(summary)
     placed = {n: s["placement"] for n, s in summary["schedulers"].items() if s.get("placement")}
     if placed:
         lines += ["", "Placement of multi-node gangs (first admission; GPU-hours over every run):", "",
@@ -82,6 +83,37 @@ def render(summary: dict) -> str:
               "failures) / GPU-hours allocated, measured in the run; "
               "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
     return "\n".join(lines)
+
+
+BUDGET_NAMES = {"admission": "admission", "placement_to_ready": "placement-to-ready",
+                "rendezvous": "rendezvous", "time_to_training": "time-to-training"}
+
+
+def budget_lines(summary: dict) -> list[str]:
+    """The three budgets after submission and their sum, per scheduler and class, and what the GPUs
+    admitted gangs held did (measured SM activity, failed starts)."""
+    runs = {n: s for n, s in summary["schedulers"].items() if s.get("budgets")}
+    if not runs:
+        return []
+    classes = sorted({c for s in runs.values() for c in s["budgets"]["admission"] if c != "all"})
+    lines = ["", "Budgets from submission to training (p50 / p99 / p99.9 seconds, count):", "",
+             "| scheduler | budget | all | " + " | ".join(classes) + " |",
+             "|---|---|" + "---:|" * (len(classes) + 1)]
+    for name, s in runs.items():
+        for key, label in BUDGET_NAMES.items():
+            cells = []
+            for c in ["all", *classes]:
+                a = s["budgets"][key].get(c)
+                cells.append("n/a" if not a or not a["count"] else
+                             f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, never trained |",
+              "|---|---:|---:|---:|---:|"]
+    for name, s in runs.items():
+        a = s["activity"]
+        lines.append(f"| {name} | {_fmt(a['active_util'], 3)} | {a['training_sm_active']:.3f} | "
+                     f"{a['start_failures']:,} ({a['jobs_with_failed_starts']:,}) | {a['never_trained']:,} |")
+    return lines
 
 
 def held_out_text(err: dict) -> str:

@@ -15,6 +15,7 @@ from loadgen import profile as profiles
 from loadgen import yamlfile
 from loadgen.errors import UserError
 from loadgen.model.fleet import Fleet
+from loadgen.model.startup import StartupSpec
 from loadgen.profile import Profile, ProfileError
 from loadgen.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
@@ -188,6 +189,13 @@ class Scenario:
                      memory_gib_per_node=f["memory_gib_per_node"], leaf_size=f["leaf_size"],
                      leaves_per_spine=f["leaves_per_spine"],
                      gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed)
+
+    def startup(self) -> StartupSpec:
+        """Image pull, rendezvous and GPU activity as the scenario describes them (virtual seconds)."""
+        st = self.data["startup"]
+        rdv = {k: v for k, v in st["rendezvous"].items() if k != "restart"}
+        return StartupSpec.from_sections(st["image"], {**rdv, "restart": dict(st["rendezvous"]["restart"])},
+                                         self.data["activity"])
 
     def model_status(self, scheduler: str) -> dict[str, Any]:
         """Which profile produced a simulated result, whether it is calibrated, what the scenario changed."""

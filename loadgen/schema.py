@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 REQUIRED = object()
+RESTART = ("in-place", "requeue")
 
 
 class _FromProfile:
@@ -264,11 +265,50 @@ SCENARIO = {
         "admission_p999_s": Field(NUM, None, lo=0, nullable=True),
         "min_alloc_util": Field(NUM, None, lo=0, hi=1, nullable=True),
     },
+    # Placement-to-ready and rendezvous (loadgen/model/imagecache.py, rendezvous.py; docs/budgets.md).
+    # Inputs describing the user's images, registry and training code, not scheduler constants;
+    # the defaults turn both off (ready and training at the admission instant).
+    "startup": {
+        "image": {
+            "image_gb": Field(NUM, 0.0, lo=0, hi=10_000),
+            "node_pull_gbps": Field(NUM, 40 * 8 / 720, lo=1e-3, hi=10_000,
+                                    source="the seed's cold start: a 40 GB image in twelve minutes"),
+            "registry_gbps": Field(NUM, 100.0, lo=1e-3, hi=1e6),
+            "warm_fraction": Field(NUM, 0.0, lo=0, hi=1),
+            "prepull": Field(bool, False),
+            "container_start_s": Field(NUM, 0.0, lo=0, hi=86400),
+        },
+        "rendezvous": {
+            "base_s": Field(NUM, 0.0, lo=0, hi=86400),
+            "per_member_s": Field(NUM, 0.0, lo=0, hi=3600),
+            "per_extra_leaf_s": Field(NUM, 0.0, lo=0, hi=86400),
+            "misaligned_s": Field(NUM, 0.0, lo=0, hi=86400),
+            "jitter_sigma": Field(NUM, 0.0, lo=0, hi=5),
+            "timeout_s": Field(NUM, 600.0, lo=0.001, hi=86400,
+                               source="torchrun default, torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (join_timeout 600 s)"),
+            "restart_backoff_s": Field(NUM, 10.0, lo=0, hi=86400,
+                                       source="kubelet default, Kubernetes Pod lifecycle docs (container restart back-off starts at 10 s)"),
+            # How each scheduler restarts a gang whose rendezvous timed out (loadgen/lifecycle.py)
+            "restart": {
+                "kube": Field(str, "in-place", choices=RESTART, source="batch/v1 Job restartPolicy OnFailure: the kubelet restarts the container"),
+                "volcano": Field(str, "requeue", choices=RESTART, source="Volcano Job policy event PodFailed, action RestartJob"),
+                "ray": Field(str, "in-place", choices=RESTART, source="Ray Train FailureConfig: the worker group restarts on its placement group"),
+                "slurm": Field(str, "requeue", choices=RESTART, source="Slurm scontrol requeue / sbatch --requeue"),
+            },
+        },
+    },
+    # SM activity of allocated GPUs (loadgen/model/activity.py): what the fake DCGM exporter
+    # publishes and what cost uses. Inputs describing the training code.
+    "activity": {
+        "sm_active": Field(NUM, 0.7, lo=0.01, hi=1),
+        "dataloader_stall": Field(NUM, 0.0, lo=0, hi=0.99),
+        "checkpoint_every_s": Field(NUM, 0.0, lo=0, hi=1e7),
+        "checkpoint_s": Field(NUM, 0.0, lo=0, hi=1e7),
+    },
     "cost": {
-        # Inputs, not model constants: what the user pays per GPU-hour and how busy allocated GPUs
-        # are (the scheduling tax is measured per run: loadgen/metrics.py scheduling_tax).
+        # Inputs, not model constants: what the user pays per GPU-hour (active utilization is
+        # measured per run from `activity`, the scheduling tax too: loadgen/metrics.py).
         "gpu_hour_usd": Field(NUM, 2.5, lo=0),
-        "active_util": Field(NUM, 0.7, lo=0.01, hi=1),
     },
     # gangstorm ceiling (loadgen/ceiling.py): from `start`, multiply the churn by `growth` until the
     # SLO breaks, then bisect geometrically until the bracket is within `precision` (0.1: 10%).

@@ -28,7 +28,8 @@ from loadgen.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
                "submit_s", "sent_s", "admitted_s", "admission_s", "backend_admission_s",
-               "finished_s", "evictions", "outcome", "reason"]
+               "finished_s", "evictions", "outcome", "reason",
+               "placement_to_ready_s", "rendezvous_s", "time_to_training_s", "start_failures"]
 SERIES_HEADER = ["scheduler", "t", "gpus_allocated", "gpus_partial", "gpus_stranded",
                  "pending_jobs", "partial_gangs", "running_jobs"]
 CP_PREFIX = "cp_"     # then a target's own control-plane gauges (Snapshot.control_plane), one column each
@@ -204,7 +205,9 @@ def _job_rows(scheduler: str, backend: str, rec: Recorder) -> list[list]:
         out.append([scheduler, backend, j.id, j.tenant, j.cls, j.members, j.gpus_per_member,
                     _f(j.submit_s), _f(rec.sent[i]), _f(adm), _f(adm - j.submit_s),
                     _f(rec.backend_admit[i] - j.submit_s), _f(rec.finish[i]), int(rec.evictions[i]),
-                    outcome, rec.reason.get(j.id, "")])
+                    outcome, rec.reason.get(j.id, ""),
+                    _f(rec.ready[i] - adm), _f(rec.training[i] - rec.ready[i]), _f(rec.training[i] - j.submit_s),
+                    int(rec.start_failures[i])])
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadgen.model.fleet import stranded_gpus
+from loadgen.model.imagecache import ImageCache
 from fakes.sim.state import ClusterState
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
@@ -60,6 +61,9 @@ class SimTarget(Target):
         # poll, a ready callback): every job event reaches the runner this much later, in order.
         self.observe_s = float(self.cfg.get("observe_ms") or 0.0) / 1000.0
         self.release_s = float(self.cfg.get("release_ms") or 0.0) / 1000.0
+        # Placement-to-ready: every member's node pulls the image (or has it), then its container
+        # starts; the same model the real adapters apply through KWOK Stages, a prolog, actors.
+        self.images = ImageCache(ctx.startup.image, ctx.fleet.nodes, ctx.seed)
 
     # --- time -------------------------------------------------------------------------------
     def _at(self, t: float, fn, *args) -> None:
@@ -126,7 +130,24 @@ class SimTarget(Target):
         nodes = tuple(n for n, _, _ in self.state.holdings.get(js.job.id, ()))
         self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
         self._emit(t, js.job.id, Kind.STARTED, js.bound)
+        ready = self.images.gang_ready_at(t, nodes)
+        if ready <= t:
+            self._emit(t, js.job.id, Kind.READY)
+        else:
+            self._at(ready, self._ready, js, js.run_token)
         self._at(t + js.job.duration_s, self._finish, js, js.run_token)
+
+    def _ready(self, t: float, js: JobState, token: int) -> None:
+        if token == js.run_token and js.running:
+            self._emit(t, js.job.id, Kind.READY)
+
+    def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
+        """The whole gang back to the queue (a failed start under a requeue policy)."""
+        js = self.jobs.get(job_id)
+        if js is not None and js.running:
+            self._lose(js, {n for n, _, _ in self.state.holdings.get(job_id, ())}, now, reason)
+            self._on_release(now)
+        return self._take()
 
     def _finish(self, t: float, js: JobState, token: int) -> None:
         """The job's work is done at t. Its resources come back release_ms later: the time a real
@@ -258,7 +279,8 @@ class SimTarget(Target):
         return {}
 
     def control_plane(self) -> dict:
-        return {"model": "simulated", **{k: round(v, 6) for k, v in sorted(self.counters.items())}}
+        images = self.images.figures() if self.ctx.startup.image.pulls else {}
+        return {"model": "simulated", **{k: round(v, 6) for k, v in sorted(self.counters.items())}, **images}
 
     def _fail(self, js: JobState, t: float, reason: str) -> None:
         """The job will never run: release what it holds and say why."""

@@ -175,7 +175,7 @@ class Collector:
     def _lane_summary(self, lane: LaneLog) -> tuple[dict, Recorder]:
         plan, st = self.plan, self.plan.settings
         jobs = [lane.jobs[jid] for jid in sorted(lane.sent)]
-        rec = Recorder(jobs)
+        rec = Recorder(jobs, st.scenario.startup().scaled(st.time_scale if st.wall else 1.0).activity)
         for jid, t in lane.sent.items():
             rec.sent_at(jid, t)
         every = max(st.scenario.data["sample_every_s"] / st.time_scale, 0.5) * lane.k

@@ -19,6 +19,7 @@ from loadgen.locust.lanes import Fire, Lane, OpenLoop
 from loadgen.locust.options import Settings
 from loadgen.locust.plan import Plan, build, shard
 from loadgen.model.registry import target_class
+from loadgen.lifecycle import Lifecycle
 from loadgen.model.target import TargetContext
 from loadgen.timescale import scaled_chaos, scaled_job
 
@@ -68,10 +69,10 @@ class Process:
                                              if run_dir else None),
                                     time_scale=settings.time_scale if real else 1.0,
                                     existing=settings.existing, run_id=run_id or self.run_id(run_dir),
-                                    role=role)
+                                    role=role, startup=sc.startup().scaled(settings.time_scale if real else 1.0))
                 if ctx.run_dir is not None and real:
                     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-                target = target_class(name, settings.backend)(ctx)
+                target = Lifecycle(target_class(name, settings.backend)(ctx), ctx.startup, ctx.fleet, sc.seed)
                 if role == "observe":
                     target.expect(jobs)
                 target.start()

@@ -10,6 +10,9 @@ class Kind(str, Enum):
     BOUND = "bound"           # `members` = members bound so far (partial gangs show up here)
     ADMITTED = "admitted"     # last required member bound: the admission instant
     STARTED = "started"       # the job began running (same instant as ADMITTED for gangs)
+    READY = "ready"           # every member's container runs (image pulled): placement-to-ready ends
+    TRAINING = "training"     # rendezvous done, first all-reduce: time-to-training ends
+    START_FAILED = "start-failed"  # a rendezvous attempt timed out; `reason` says how it restarts
     FINISHED = "finished"     # ran to completion, resources released
     EVICTED = "evicted"       # chaos or preemption took members away; `members` still bound
     REQUEUED = "requeued"     # gang restarted as a whole and waits for re-admission

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from loadgen.model.fleet import Fleet
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
+from loadgen.model.startup import StartupSpec
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class TargetContext:
     # Several Locust processes on one existing cluster: "submit" sends jobs and observes nothing,
     # "observe" sends nothing, watches the cluster once for all, runs chaos and cleans up; "all" both.
     role: str = "all"
+    # Image pull, rendezvous and GPU activity (loadgen/model/startup.py), already time-scaled for
+    # a wall-clock backend. A target reports READY when every member's container runs.
+    startup: StartupSpec = field(default_factory=StartupSpec.off)
 
 
 class ClusterRefused(Exception):
@@ -151,6 +155,11 @@ class Target(ABC):
             raise ChaosUnsupported(f"{self.name}/{self.backend} does not support chaos kind {action.kind!r}")
         handler(action, now)
         return self._take()
+
+    def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
+        """Send a running gang back to its scheduler as a whole (a failed start under a requeue
+        policy, loadgen/lifecycle.py): EVICTED and REQUEUED now, ADMITTED again later."""
+        raise ChaosUnsupported(f"{self.name}/{self.backend} cannot requeue a gang")
 
     @abstractmethod
     def snapshot(self, now: float) -> Snapshot:
