@@ -17,6 +17,10 @@ from loadgen.model.job import Job
 GPU = "nvidia.com/gpu"
 L_JOB, L_TENANT = "gangstorm.io/job-id", "gangstorm.io/tenant"
 COMPLETE_AFTER = "gangstorm.io/complete-after"   # read by kwok-config/stages.yaml pod-complete
+# Placement-to-ready through KWOK: a pod created with STARTUP waits, once bound, for the adapter to
+# set READY_AFTER (a Go duration from the image-cache model); stage pod-ready-after then makes it
+# Running and Ready after that delay. Pods without STARTUP are Ready at once (stage pod-ready).
+STARTUP, READY_AFTER = "gangstorm.io/startup", "gangstorm.io/ready-after"
 
 
 def job_labels(job: Job) -> dict[str, str]:
@@ -45,6 +49,7 @@ class PodView:
     phase: str
     gpus: int
     deleting: bool
+    ready: bool = False      # condition Ready is True (KWOK's pod-ready stages set it)
 
     @property
     def holds(self) -> bool:
@@ -56,9 +61,10 @@ def pod_view(obj: dict[str, Any]) -> PodView:
     meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
     gpus = sum(int((c.get("resources", {}).get("requests") or {}).get(GPU, 0) or 0) for c in spec.get("containers", []))
     job = (meta.get("labels") or {}).get(L_JOB)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
     return PodView(uid=meta.get("uid", ""), name=meta.get("name", ""), job=int(job) if job is not None else None,
                    node=spec.get("nodeName") or "", phase=status.get("phase", ""), gpus=gpus,
-                   deleting=meta.get("deletionTimestamp") is not None)
+                   deleting=meta.get("deletionTimestamp") is not None, ready=ready)
 
 
 class PodWatch(threading.Thread):

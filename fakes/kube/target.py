@@ -100,6 +100,7 @@ class RealKube(RealKubeFamily):
     def _create_pod(self, gang: KubeGang, member: int, name: str) -> None:
         job = gang.job
         ann = {COMPLETE_AFTER: go_duration(job.duration_s)} if self.completion == "kwok" else {}
+        ann.update(self.startup_annotations())
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "annotations": ann, "labels": self.labels(job)},
                 "spec": pod_spec({GPU: str(job.gpus_per_member), "cpu": str(max(job.cpus_per_member, 1)),
@@ -158,6 +159,9 @@ class RealKube(RealKubeFamily):
         if self.completion == "adapter":
             for gang in [g for g in self.gangs.values() if g.finish_at is not None and now >= g.finish_at]:
                 self._end(gang, now, Kind.FINISHED)
+
+    def completes_by_kwok(self) -> bool:
+        return self.completion == "kwok"
 
     def _admit(self, gang: KubeGang, t: float) -> None:
         super()._admit(gang, t)

@@ -39,11 +39,13 @@ import numpy as np
 from fakes.kube import chaos as cluster_chaos, metrics as kube_metrics
 from fakes.kube.attached import AttachedCluster, foreign_pods, pods_by_node
 from fakes.kube.cluster import ClusterSpec, KubeCluster, create_nodes, get_text, node_body, ready_nodes
-from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, PodWatch, go_duration, job_labels, pod_spec
+from fakes.kube.pods import (COMPLETE_AFTER, GPU, READY_AFTER, STARTUP, PodView, PodWatch, go_duration, job_labels,
+                             pod_spec)
 from fakes.kube.refusal import reason_of, retryable
 from fakes.real.base import RealTarget
 from fakes.real.procs import signals_held
-from loadgen.model.events import Kind
+from loadgen.model.events import Event, Kind
+from loadgen.model.imagecache import ImageCache
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ChaosAction, ClusterRefused, ForeignWorkloads, TargetContext, run_label
 
@@ -65,6 +67,8 @@ class Gang:
     retired: set[str] = field(default_factory=set)          # pods of an attempt given up on: ignored
     admitted_t: float | None = None                         # admitted in the current attempt
     requeued_t: float | None = None                         # lost members, not yet admitted again
+    ready: set[str] = field(default_factory=set)            # bound pods whose Ready condition is True
+    ready_t: float | None = None                            # READY in the current attempt
 
     @property
     def need(self) -> int:
@@ -106,6 +110,11 @@ class RealKubeFamily(RealTarget):
         self._final: dict[str, Any] | None = None
         self._prefills = itertools.count()
         self._tmp: str | None = None
+        # Placement-to-ready: each bound pod's node pulls the image (loadgen/model/imagecache.py,
+        # time-scaled); KWOK's pod-ready-after Stage makes the pod Ready after the delay it computes.
+        image = ctx.startup.image
+        self.startup = image.pulls or image.container_start_s > 0
+        self.images = ImageCache(image, self.fleet.nodes, ctx.seed)
 
     # --- subclass hooks ---------------------------------------------------------------------------
     def scheduler_profile(self) -> dict | None:
@@ -466,8 +475,13 @@ class RealKubeFamily(RealTarget):
         if pod.node and pod.uid not in gang.bound and not pod.deleting:
             gang.bound[pod.uid] = pod.node
             self._emit(t, gang.job.id, Kind.BOUND, len(gang.bound))
+            if self.startup and self.role != "submit":
+                self._start_pull(gang, t, pod)
             if gang.admitted_t is None and len(gang.bound) >= gang.need:
                 self._admit(gang, t)
+        if pod.ready and pod.uid in gang.bound:
+            gang.ready.add(pod.uid)
+            self._check_ready(gang, t)
         if pod.phase == "Succeeded":
             gang.succeeded.add(pod.uid)
             if len(gang.succeeded) >= gang.job.members:
@@ -481,10 +495,62 @@ class RealKubeFamily(RealTarget):
         nodes = tuple(self.node_index.get(n, -1) for n in gang.bound.values())
         self._emit(t, gang.job.id, Kind.ADMITTED, len(gang.bound), nodes=tuple(n for n in nodes if n >= 0))
         self._emit(t, gang.job.id, Kind.STARTED, len(gang.bound))
+        self._check_ready(gang, t)
+
+    # --- placement-to-ready ---------------------------------------------------------------------------
+    def startup_annotations(self) -> dict[str, str]:
+        """What a gang member's pod carries at creation so that KWOK waits for the pull delay."""
+        return {STARTUP: "image-cache"} if self.startup else {}
+
+    def _start_pull(self, gang: Gang, t: float, pod: PodView) -> None:
+        """The pod was bound at t: its node pulls the image (or has it); KWOK makes it Ready when
+        the model says. With completion by KWOK the run is shortened by the same delay, so a gang
+        holds its GPUs for its duration from binding, as in the simulators."""
+        i = self.node_index.get(pod.node)
+        if i is None:
+            return
+        ready = self.images.ready_at(t, [i])[i]
+        ann = {READY_AFTER: go_duration(max(ready - self.clock.now(), 0.0))}
+        if self.completes_by_kwok():
+            ann[COMPLETE_AFTER] = go_duration(max(gang.job.duration_s - (ready - t), 0.5))
+        self._call(partial(self.api.patch_namespaced_pod, pod.name, self.ns, {"metadata": {"annotations": ann}},
+                           _preload_content=False, _request_timeout=(10, 60)), ok=(404,), failed="ready_patch_errors")
+
+    def completes_by_kwok(self) -> bool:
+        """Whether KWOK's pod-complete Stage ends gang pods (COMPLETE_AFTER counts from Ready)."""
+        return False
+
+    def _check_ready(self, gang: Gang, t: float) -> None:
+        """READY once the admitted gang's bound pods are all Ready (KWOK's pod-ready stages)."""
+        if gang.admitted_t is None or gang.ready_t is not None:
+            return
+        if len(gang.ready & gang.bound.keys()) >= min(gang.need, len(gang.bound)):
+            gang.ready_t = t
+            self._emit(t, gang.job.id, Kind.READY)
+
+    def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
+        """Every pod of the admitted gang through the Eviction API: the losses come back through
+        the watch and the gang is recreated (Job controller) or restarted (Volcano RestartJob)."""
+        self.clock.sync(now)
+        gang = self.gangs.get(job_id)
+        if gang is None or gang.admitted_t is None:
+            return self._take()
+        for uid in list(gang.bound):
+            pod = self.pods.get(uid)
+            if pod is None:
+                continue
+            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod.name, "namespace": self.ns},
+                    "deleteOptions": {"gracePeriodSeconds": 0}}
+            self._call(partial(self.api.create_namespaced_pod_eviction, pod.name, self.ns, body,
+                               _preload_content=False, _request_timeout=TIMEOUT), ok=(404,), failed="restart_errors")
+        self._count("restarts_requested")
+        return self._take()
 
     def _requeue(self, gang: Gang, t: float, members: int, reason: str) -> None:
         """The gang lost members and waits to be admitted again with `members` still bound."""
         gang.admitted_t = None
+        gang.ready_t = None
+        gang.ready &= gang.bound.keys()
         if gang.requeued_t is None:
             gang.requeued_t = t
         self._count("restarts")

@@ -151,7 +151,8 @@ class RealVolcano(RealKubeFamily):
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
         requests = {GPU: str(job.gpus_per_member), "cpu": str(max(1, int(job.cpus_per_member or 1)))}
         template = {"metadata": {"labels": self.labels(job),          # the watch finds the gang by label
-                                 "annotations": {COMPLETE_AFTER: go_duration(job.duration_s)}},
+                                 "annotations": {COMPLETE_AFTER: go_duration(job.duration_s),
+                                                 **self.startup_annotations()}},
                     "spec": pod_spec(requests, schedulerName="volcano", **self.pod_fields())}
         return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Job",
@@ -197,6 +198,9 @@ class RealVolcano(RealKubeFamily):
         if gang is not None:
             self._count("submit_errors")
             self._end(gang, t, Kind.REJECTED, reason)
+
+    def completes_by_kwok(self) -> bool:
+        return True
 
     def _delete(self, gang: Gang) -> None:
         """The Job goes with its pods and PodGroup (owner references)."""
