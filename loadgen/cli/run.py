@@ -16,7 +16,22 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", help="replay a JSONL trace (gangstorm trace export) or an openb pod CSV")
     p.add_argument("--out", help="output directory (default results/<run-id>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--metrics-port", help="--backend real: serve gangstorm's metrics (Prometheus format) "
+                   "on 127.0.0.1:PORT while running (0: any free port)")
+    p.add_argument("--dcgm-port", help="--backend real: serve the fake fleet's DCGM exporter "
+                   "(DCGM_FI_PROF_SM_ACTIVE per allocated GPU) on 127.0.0.1:PORT (0: any free port)")
     p.set_defaults(func=main)
+
+
+def port_flag(args, flag: str) -> int | None:
+    value = getattr(args, flag.lstrip("-").replace("-", "_"))
+    if value is None:
+        return None
+    if not str(value).isdigit() or int(value) > 65535:
+        raise UsageError(f"{flag}: expected a port number 0-65535, got {value!r}")
+    if args.backend != "real":
+        raise UsageError(f"{flag}: only with --backend real (a simulated run takes seconds: read summary.json)")
+    return int(value)
 
 
 def check_trace_flags(args) -> None:
@@ -40,6 +55,7 @@ def main(args) -> int:
     if args.out:
         check_out_dir(args.out)
     check_trace_flags(args)
+    metrics_port, dcgm_port = port_flag(args, "--metrics-port"), port_flag(args, "--dcgm-port")
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers, scenario) if existing is None else \
         (attached_schedulers(args.schedulers, existing) or parse_schedulers(args.schedulers, scenario))
@@ -61,7 +77,8 @@ def main(args) -> int:
               f"{scenario.data['duration_h']} h, schedulers {', '.join(names)} ({args.backend})")
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
                       time_scale=args.time_scale, trace=args.trace, progress=bar, existing=existing,
-                      on_start=lambda out: print(f"{banner} -> {out}/", file=sys.stderr))
+                      on_start=lambda out: print(f"{banner} -> {out}/", file=sys.stderr),
+                      metrics_port=metrics_port, dcgm_port=dcgm_port)
     summary = run(scenario, opts, plan)
     if bar:
         bar.done()

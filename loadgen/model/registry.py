@@ -51,3 +51,12 @@ def launcher(name: str):
     if name not in SCHEDULERS:
         raise KeyError(f"no cluster launcher for {name!r}")
     return importlib.import_module(f"fakes.{name}.launch")
+
+
+# Fake-fleet components the driver uses without importing fakes/ (the one-way package map):
+# the DCGM exporter's renderer and the Prometheus server it and gangstorm are scraped by.
+COMPONENTS = {"dcgm": "fakes.dcgm.exporter", "prometheus": "fakes.prom"}
+
+
+def component(name: str):
+    return importlib.import_module(COMPONENTS[name])

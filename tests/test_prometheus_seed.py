@@ -1,0 +1,112 @@
+"""The seed's harness queries, run by a real Prometheus against a small real kube run: the p99 of
+kube-scheduler's scheduling SLI histogram and gangstorm's own admission histogram agree with
+gangstorm's exact p99 within their buckets' resolution, and the fake DCGM exporter's
+DCGM_FI_PROF_SM_ACTIVE gives the active utilization gangstorm reports (needs `make k8s-bins` and
+`make prometheus-deps`)."""
+from __future__ import annotations
+
+import base64
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from fakes.kube.cluster import leftover_processes
+from fakes.prom import PrometheusServer, ScrapeJob
+from loadgen.exposition import BUCKET_GROWTH
+from loadgen.lifecycle import Lifecycle
+from loadgen.metrics import summarize
+from loadgen.model.fleet import Fleet
+from loadgen.model.job import Job
+from loadgen.model.startup import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
+from loadgen.model.target import TargetContext
+from loadgen.recorder import Recorder
+from loadgen.runner import run_wall
+from loadgen.serve_metrics import Exposed
+from test_kube_real import KUBE_DEFAULTS, bins  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.real
+
+SEED_P99 = ('histogram_quantile(0.99, sum(rate(scheduler_pod_scheduling_sli_duration_seconds_bucket[5m])) by (le))')
+OWN_P99 = 'histogram_quantile(0.99, sum(rate(gangstorm_admission_seconds_bucket{scheduler="kube"}[5m])) by (le))'
+SEED_DCGM = ('sum(sum_over_time(DCGM_FI_PROF_SM_ACTIVE[5m])) / sum(count_over_time(DCGM_FI_PROF_SM_ACTIVE[5m]))')
+STARTUP = StartupSpec(image=ImageSpec(image_gb=0.5, node_pull_gbps=4.0, registry_gbps=16.0, container_start_s=0.2),
+                      rendezvous=RendezvousSpec(base_s=0.5, per_member_s=0.1, jitter_sigma=0.3, timeout_s=30.0),
+                      activity=ActivitySpec(sm_active=0.8, dataloader_stall=0.1))
+SCHEDULER_BUCKET_GROWTH = 2.0     # kube-scheduler: ExponentialBuckets(0.01, 2, 20)
+
+
+def client_cert_files(kubeconfig, out_dir):
+    """The admin client certificate and key of a kubeconfig as files Prometheus can read."""
+    user = yaml.safe_load(open(kubeconfig))["users"][0]["user"]
+    paths = []
+    for key in ("client-certificate", "client-key"):
+        if user.get(key):
+            paths.append(user[key])
+            continue
+        path = out_dir / f"{key}.pem"
+        path.write_bytes(base64.b64decode(user[f"{key}-data"]))
+        paths.append(str(path))
+    return paths
+
+
+def jobs(n=40, seed=5):
+    rng = np.random.default_rng(seed)
+    t, out = 1.0, []
+    for i in range(n):
+        t += float(rng.exponential(0.4))
+        members = 1 if rng.random() < 0.7 else 2
+        out.append(Job(id=i, tenant="t", queue="q", cls="small" if members == 1 else "large", members=members,
+                       gpus_per_member=8, duration_s=float(rng.uniform(5, 8)), submit_s=t, min_available=members,
+                       cpus_per_member=1))
+    return out
+
+
+def test_seed_queries_agree_with_gangstorm(bins, tmp_path):
+    from fakes.kube.target import RealKube
+    fleet = Fleet(nodes=16)
+    ctx = TargetContext(fleet=fleet, config=dict(KUBE_DEFAULTS), seed=1, run_dir=tmp_path / "kube", startup=STARTUP,
+                        control_plane={"etcd_quota_bytes": 2 * 1024**3, "compaction_interval_s": 300,
+                                       "max_requests_inflight": 400, "max_mutating_requests_inflight": 200})
+    ctx.run_dir.mkdir()
+    kube = RealKube(ctx)
+    exposed = prom = None
+    try:
+        kube.start()
+        exposed = Exposed(fleet, STARTUP.activity)
+        cert, key = client_cert_files(kube.cluster.kubeconfig, tmp_path)
+        sched = kube.cluster.scheduler_metrics_url.split("//")[1].split("/")[0]
+        prom = PrometheusServer(tmp_path / "prom", [
+            ScrapeJob("gangstorm", [exposed.gangstorm.address], interval_s=0.5),
+            ScrapeJob("dcgm", [exposed.dcgm.address], interval_s=0.5),
+            ScrapeJob("kube-scheduler", [sched], scheme="https", tls_insecure=True, cert_file=cert, key_file=key,
+                      interval_s=0.5)]).start()
+        prom.wait_for_scrapes("kube-scheduler", n=2, timeout_s=30)
+        work = jobs()
+        rec = Recorder(work, STARTUP.activity)
+        exposed.publisher.attach("kube", rec)
+        end = run_wall(Lifecycle(kube, STARTUP, fleet, 1), work, [], 120.0, 0.25, rec)
+        exposed.publisher.refresh(end)
+        time.sleep(2.5)                    # a few more scrapes of the final state
+        result = summarize(rec, fleet.total_gpus, end, rec.window, {"gpu_hour_usd": 2.5})
+        exact_p99 = result["admission_s"]["p99"]
+        seed_p99, own_p99 = prom.query_scalar(SEED_P99), prom.query_scalar(OWN_P99)
+        dcgm = prom.query_scalar(SEED_DCGM)
+        print(f"exact p99 {exact_p99:.4f} s, seed query {seed_p99:.4f} s, gangstorm histogram {own_p99:.4f} s; "
+              f"active util gangstorm {result['activity']['active_util']:.4f}, DCGM query {dcgm:.4f}")
+        assert result["jobs"]["finished"] == len(work)
+        assert result["budgets"]["placement_to_ready"]["all"]["count"] == len(work)
+        assert result["budgets"]["rendezvous"]["all"]["count"] == len(work)
+        # kube-scheduler times queue-add to bind, gangstorm intended submit to the bind it watched:
+        # within one of the scheduler's buckets (a factor of 2) of each other
+        assert exact_p99 / SCHEDULER_BUCKET_GROWTH <= seed_p99 <= exact_p99 * SCHEDULER_BUCKET_GROWTH
+        assert exact_p99 / BUCKET_GROWTH <= own_p99 <= exact_p99 * BUCKET_GROWTH
+        assert dcgm == pytest.approx(result["activity"]["active_util"], abs=0.05)
+    finally:
+        if prom is not None:
+            prom.stop()
+        if exposed is not None:
+            exposed.stop()
+        kube.stop()
+        assert leftover_processes(under=ctx.run_dir) == [], "control-plane processes left behind"
