@@ -57,6 +57,11 @@ def render(summary: dict) -> str:
             one_leaf = "n/a" if share is None else f"{share * 100:.1f}% of {large:,}"
             lines.append(f"| {n} | {q['gangs_placed']:,} | {spans} | {one_leaf} | "
                          f"{q['cross_leaf_gpu_hours']:,.1f} | {q['cross_spine_gpu_hours']:,.1f} |")
+        topo = {n: s.get("topology") for n, s in summary["schedulers"].items() if s.get("topology")}
+        if topo:
+            lines += ["", "Topology settings: " + "; ".join(
+                f"{n}: " + ", ".join(f"{k}={v}" for k, v in t.items() if k != "note") for n, t in topo.items())]
+    lines += prometheus_lines(summary)
     models = {n: s["model"] for n, s in summary["schedulers"].items() if s.get("model")}
     if models:
         prof = summary.get("profile", {})
@@ -113,6 +118,23 @@ def budget_lines(summary: dict) -> list[str]:
         a = s["activity"]
         lines.append(f"| {name} | {_fmt(a['active_util'], 3)} | {a['training_sm_active']:.3f} | "
                      f"{a['start_failures']:,} ({a['jobs_with_failed_starts']:,}) | {a['never_trained']:,} |")
+    return lines
+
+
+def prometheus_lines(summary: dict) -> list[str]:
+    """The seed's queries as a real Prometheus answered them, beside gangstorm's exact figures."""
+    runs = {n: s["prometheus"] for n, s in summary["schedulers"].items() if s.get("prometheus")}
+    if not runs:
+        return []
+    lines = ["", "Prometheus (a real server scraped gangstorm, the fake DCGM exporter and the control plane):", "",
+             "| scheduler | quantity | Prometheus | gangstorm exact |", "|---|---|---:|---:|"]
+    for n, p in runs.items():
+        for key, q in p["queries"].items():
+            got = q.get("error") or _fmt(q.get("value"), 4)
+            lines.append(f"| {n} | {key} | {got} | {_fmt(p['exact'].get(key), 4)} |")
+        down = [job for job, health in p["targets"].items() if health != "up"]
+        if down:
+            lines.append(f"| {n} | targets not up at the end | {', '.join(down)} | |")
     return lines
 
 

@@ -83,8 +83,8 @@ def render_run(data: RunData) -> str:
     s = data.summary
     names = data.schedulers
     body = [_run_header(data)]
-    body.append('<nav><a href="#summary">summary</a><a href="#admission">admission</a><a href="#timeline">'
-                'timeline</a><a href="#control-plane">control plane</a><a href="#profile">calibration profile</a></nav>')
+    body.append('<nav><a href="#summary">summary</a><a href="#admission">admission</a><a href="#budgets">budgets</a>'
+                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control plane</a><a href="#profile">calibration profile</a></nav>')
 
     # head to head
     body.append('<section id="summary"><h2>Head to head</h2>')
@@ -136,6 +136,9 @@ def render_run(data: RunData) -> str:
         body += part
     body.append("</div></section>")
 
+    body.append(_budgets_section(s, names, classes))
+    body.append(_placement_section(s, names))
+
     # timeline
     scale = {n: float(s["schedulers"][n].get("time_scale") or 1.0) for n in names}
     events, evictions = chaos_events(s)
@@ -179,6 +182,73 @@ def render_run(data: RunData) -> str:
     body.append(_profile_section(data))
     body.append(_footer(data.dir, ["summary.json", "jobs.csv", "timeseries.csv"]))
     return _doc(f"gangstorm report {s.get('run_id')}", body)
+
+
+BUDGETS = (("placement_to_ready", "Placement-to-ready", "admission to every member's container running: image "
+             "pull on each member's node (shared registry, warm or cold cache) and container start"),
+           ("rendezvous", "Rendezvous", "every member running to the first all-reduce, failed attempts and "
+            "restarts included"),
+           ("time_to_training", "Time to training", "intended submit to the first all-reduce: admission + "
+            "placement-to-ready + rendezvous"))
+ACTIVITY_COLS = (("measured active util", "activity.active_util"), ("training SM activity", "activity.training_sm_active"),
+                 ("active GPU-h", "activity.active_gpu_hours"), ("admitted GPU-h", "activity.admitted_gpu_hours"),
+                 ("failed starts", "activity.start_failures"), ("jobs with failed starts", "activity.jobs_with_failed_starts"),
+                 ("admitted, never trained", "activity.never_trained"))
+PLACEMENT_COLS = (("gangs placed", "placement.gangs_placed"), ("leaves mean", "placement.leaves_spanned.mean"),
+                  ("leaves p99", "placement.leaves_spanned.p99"), ("leaves max", "placement.leaves_spanned.max"),
+                  ("large gangs", "placement.large_gangs_placed"),
+                  ("large in one leaf", "placement.large_in_one_leaf_share"),
+                  ("cross-leaf GPU-h", "placement.cross_leaf_gpu_hours"),
+                  ("cross-spine GPU-h", "placement.cross_spine_gpu_hours"))
+
+
+def _table(s: dict, names: list[str], cols) -> str:
+    rows = ["<table><thead><tr><th>scheduler</th>" + "".join(f'<th class="num">{text(h)}</th>' for h, _ in cols)
+            + "</tr></thead><tbody>"]
+    for n in names:
+        r = s["schedulers"][n]
+        rows.append(f"<tr><th>{text(n)}</th>" + "".join(cell(get(r, p), f"{n}.{p}") for _, p in cols) + "</tr>")
+    return "".join(rows) + "</tbody></table>"
+
+
+def _budgets_section(s: dict, names: list[str], classes: list[str]) -> str:
+    """The budgets after admission per class, and what the admitted gangs' GPUs did."""
+    have = [n for n in names if s["schedulers"][n].get("budgets")]
+    out = ['<section id="budgets"><h2>Budgets after admission</h2>']
+    if not have:
+        out.append(_missing("summary.json has no budgets (a run written by an older gangstorm)"))
+        return "".join(out) + "</section>"
+    for key, title, what in BUDGETS:
+        out.append(f"<h3>{text(title)}</h3><p>{text(what)}.</p><div class=\"grid\">")
+        for cls in ["all", *classes]:
+            cols = tuple((h, f"budgets.{key}.{cls}.{k}") for h, k in QUANTILE_COLS)
+            out.append(f'<div data-class="{text(cls)}"><b>{text("all jobs" if cls == "all" else "class " + cls)}</b>'
+                       + _table(s, have, cols) + "</div>")
+        out.append("</div>")
+    out.append("<h3>GPU activity</h3><p>Measured SM activity (what the fake DCGM exporter publishes) over the GPU "
+               "time of admitted gangs: idle while the image pulls, the container starts and ranks meet, then the "
+               "training step's activity less data-loader and checkpoint stalls. Cost uses it.</p>")
+    out.append(_table(s, have, ACTIVITY_COLS))
+    return "".join(out) + "</section>"
+
+
+def _placement_section(s: dict, names: list[str]) -> str:
+    have = [n for n in names if s["schedulers"][n].get("placement")]
+    out = ['<section id="placement"><h2>Placement of multi-node gangs</h2>']
+    if not have:
+        return "".join(out) + _missing("summary.json has no placement figures") + "</section>"
+    out.append("<p>Leaves (switches) spanned by each multi-node gang at its first admission, the share of large "
+               "gangs inside one leaf, and GPU-hours of runs whose members cross leaves or spines.</p>")
+    out.append(_table(s, have, PLACEMENT_COLS))
+    topo = {n: s["schedulers"][n].get("topology") for n in have if s["schedulers"][n].get("topology")}
+    if topo:
+        out.append("<h3>Topology settings</h3><table><thead><tr><th>scheduler</th><th>setting</th><th>value</th>"
+                   "</tr></thead><tbody>")
+        for n, settings in topo.items():
+            for k, v in settings.items():
+                out.append(f"<tr><th>{text(n)}</th><td>{text(k)}</td><td>{text(str(v))}</td></tr>")
+        out.append("</tbody></table>")
+    return "".join(out) + "</section>"
 
 
 def _run_header(data: RunData) -> str:
