@@ -18,6 +18,7 @@ from loadgen.model.registry import target_class
 from loadgen.model.target import Existing, ClusterRefused, TargetContext
 from loadgen.plan import RunPlan, plan_run
 from loadgen.lifecycle import Lifecycle
+from loadgen.promrun import RunPrometheus, exact as promrun_exact
 from loadgen.recorder import Recorder
 from loadgen.runner import VirtualClock, WallClock, run as drive
 from loadgen.scenario import Scenario
@@ -47,7 +48,8 @@ class RunOptions:
     # ports while running (None: not served; 0: any free port)
     metrics_port: int | None = None
     dcgm_port: int | None = None
-    publisher: Any = None                      # set by run(): loadgen.serve_metrics.Publisher
+    prometheus: bool = False                   # wall-clock runs: a real Prometheus per scheduler (promrun.py)
+    exposed: Any = None                        # set by run(): loadgen.serve_metrics.Exposed
     extra: dict = field(default_factory=dict)
 
 
@@ -66,11 +68,11 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
     if opts.on_start:
         opts.on_start(out)
     exposed = None
-    if opts.backend == "real" and (opts.metrics_port is not None or opts.dcgm_port is not None):
+    if opts.backend == "real" and (opts.metrics_port is not None or opts.dcgm_port is not None or opts.prometheus):
         from loadgen.serve_metrics import Exposed
         spec = scenario.startup().scaled(opts.time_scale).activity
         exposed = Exposed(plan.fleet, spec, opts.metrics_port or 0, opts.dcgm_port or 0)
-        opts = replace(opts, publisher=exposed.publisher)
+        opts = replace(opts, exposed=exposed)
         summary["metrics_endpoints"] = {"gangstorm": exposed.gangstorm.address, "dcgm": exposed.dcgm.address}
         print(f"gangstorm: metrics on http://{exposed.gangstorm.address}/metrics, "
               f"fake DCGM exporter on http://{exposed.dcgm.address}/metrics", file=sys.stderr)
@@ -164,8 +166,9 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
     jobs = [scaled_job(j, scale) for j in plan.jobs] if wall else plan.jobs
     chaos = scaled_chaos(plan.chaos, scale) if wall else plan.chaos
     rec = Recorder(jobs, ctx.startup.activity)
-    if wall and opts.publisher is not None:
-        opts.publisher.attach(name, rec)
+    if wall and opts.exposed is not None:
+        opts.exposed.publisher.attach(name, rec)
+    prom = scraped = None
     lo, hi = plan.window
     rec.set_window(lo / scale, hi / scale)
     sample_s = max(scenario.data["sample_every_s"] / scale, 0.5) if wall else scenario.data["sample_every_s"]
@@ -186,11 +189,20 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
                                f"{str(e).splitlines()[0] if str(e) else ''}{logs}") from e
         clock = WallClock() if wall else VirtualClock()
         cpu0, d0 = (hostcpu.read(), time.monotonic()) if wall else (None, 0.0)
+        if wall and opts.prometheus and opts.exposed is not None:
+            prom = RunPrometheus(run_dir / "prometheus", opts.exposed.gangstorm.address, opts.exposed.dcgm.address,
+                                 target.metrics_endpoints())
+            prom.start()
         end = drive(target, jobs, chaos, plan.end_s / scale, sample_s, rec, clock, progress, stop_when_done=wall)
+        if prom is not None:
+            opts.exposed.publisher.refresh(end)
+            scraped = prom.harvest(name)
         cp = target.control_plane()
         if wall:
             cp = with_host_cpu(cp, hostcpu.busy_share(cpu0, hostcpu.read()), time.monotonic() - d0, (hi - lo) / scale)
     finally:
+        if prom is not None:
+            prom.stop()
         target.stop()
         left = target.after_stop().get("left_behind") or {}
         if any(left.values()):
@@ -199,6 +211,8 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
     cp = {**cp, **target.after_stop()}
     result = scheduler_result(rec, scenario, name, opts.backend, end, plan.fleet, cp)
     result["wall_s"] = round(time.monotonic() - t0, 3)
+    if scraped is not None:
+        result["prometheus"] = {**scraped, "exact": promrun_exact(result)}
     if wall:
         result["time_scale"] = scale
         result["latency_clock"] = "wall seconds (real control-plane latency, not scaled)"

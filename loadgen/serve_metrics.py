@@ -68,6 +68,7 @@ class Publisher:
         """Publish `rec` from now on (refreshed after each of its samples)."""
         self.recorders[scheduler] = rec
         rec.on_sample.append(lambda r, snap: self.refresh(snap.t))
+        self.refresh(0.0)           # every series exists, at zero, before the first observation
 
     def refresh(self, t: float) -> None:
         recorders = self.recorders

@@ -110,3 +110,27 @@ def test_seed_queries_agree_with_gangstorm(bins, tmp_path):
             exposed.stop()
         kube.stop()
         assert leftover_processes(under=ctx.run_dir) == [], "control-plane processes left behind"
+
+
+def test_a_real_run_with_prometheus_records_the_queries_beside_the_exact_figures(bins, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", str(root / "tests/data/startup-small.yaml"),
+                           "--backend", "real", "--schedulers", "kube", "--prometheus", "--out", str(out), "--quiet"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())["schedulers"]["kube"]
+    p = s["prometheus"]
+    assert {job: p["targets"][job] for job in ("gangstorm", "dcgm", "kube-apiserver", "kube-scheduler", "etcd")} == \
+        dict.fromkeys(("gangstorm", "dcgm", "kube-apiserver", "kube-scheduler", "etcd"), "up")
+    q, exact = p["queries"], p["exact"]
+    for key in ("admission_p99_s", "placement_to_ready_p99_s", "rendezvous_p99_s"):
+        assert exact[key] / BUCKET_GROWTH <= q[key]["value"] <= exact[key] * BUCKET_GROWTH, key
+    assert q["active_util"]["value"] == pytest.approx(exact["active_util"], abs=0.05)
+    assert q["etcd_db_bytes"]["value"] > 0 and q["apiserver_requests_per_s"]["value"] > 0
+    assert "Prometheus (a real server" in (out / "summary.md").read_text()
+    assert leftover_processes(under=out) == []

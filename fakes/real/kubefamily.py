@@ -497,6 +497,20 @@ class RealKubeFamily(RealTarget):
         self._emit(t, gang.job.id, Kind.STARTED, len(gang.bound))
         self._check_ready(gang, t)
 
+    def metrics_endpoints(self) -> list[dict[str, Any]]:
+        """kube-apiserver and kube-scheduler (the admin client certificate, self-signed serving
+        certificates) and etcd, when this run started them or was given them."""
+        if self.cluster is None or self.api is None:
+            return []
+        conf = self.api.api_client.configuration
+        tls = {"cert_file": conf.cert_file, "key_file": conf.key_file, "tls_insecure": True}
+        out = [{"name": "kube-apiserver", "url": f"{self.cluster.url}/metrics", **tls}]
+        if self.cluster.scheduler_metrics_url:
+            out.append({"name": "kube-scheduler", "url": self.cluster.scheduler_metrics_url, **tls})
+        if self.cluster.etcd_url:
+            out.append({"name": "etcd", "url": f"{self.cluster.etcd_url}/metrics"})
+        return out
+
     # --- placement-to-ready ---------------------------------------------------------------------------
     def startup_annotations(self) -> dict[str, str]:
         """What a gang member's pod carries at creation so that KWOK waits for the pull delay."""

@@ -199,6 +199,13 @@ class RealVolcano(RealKubeFamily):
             self._count("submit_errors")
             self._end(gang, t, Kind.REJECTED, reason)
 
+    def metrics_endpoints(self) -> list[dict[str, Any]]:
+        out = [e for e in super().metrics_endpoints() if e["name"] != "kube-scheduler"]   # not started here
+        if self.vc is not None:
+            out += [{"name": n, "url": u} for n, u in (("vc-scheduler", self.vc.metrics_url),
+                                                        ("vc-controller-manager", self.vc.controller_metrics_url)) if u]
+        return out
+
     def completes_by_kwok(self) -> bool:
         return True
 

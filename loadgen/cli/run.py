@@ -20,6 +20,10 @@ def add_parser(sub) -> None:
                    "on 127.0.0.1:PORT while running (0: any free port)")
     p.add_argument("--dcgm-port", help="--backend real: serve the fake fleet's DCGM exporter "
                    "(DCGM_FI_PROF_SM_ACTIVE per allocated GPU) on 127.0.0.1:PORT (0: any free port)")
+    p.add_argument("--prometheus", action="store_true",
+                   help="--backend real: a real Prometheus (make prometheus-deps) on 127.0.0.1 scrapes gangstorm, the "
+                        "fake DCGM exporter and the control plane during each scheduler's run; the seed's queries "
+                        "and gangstorm's exact figures go into summary.json")
     p.set_defaults(func=main)
 
 
@@ -56,6 +60,13 @@ def main(args) -> int:
         check_out_dir(args.out)
     check_trace_flags(args)
     metrics_port, dcgm_port = port_flag(args, "--metrics-port"), port_flag(args, "--dcgm-port")
+    if args.prometheus and args.backend != "real":
+        raise UsageError("--prometheus: only with --backend real (a simulated run has nothing to scrape)")
+    if args.prometheus:
+        from loadgen.model.registry import component
+        binary = component("prometheus").server.DEFAULT_BINARY
+        if not Path(binary).exists():
+            raise UsageError(f"--prometheus: {binary} not found; install it with `make prometheus-deps`")
     scenario = scenario_from(args)
     names = parse_schedulers(args.schedulers, scenario) if existing is None else \
         (attached_schedulers(args.schedulers, existing) or parse_schedulers(args.schedulers, scenario))
@@ -78,7 +89,7 @@ def main(args) -> int:
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
                       time_scale=args.time_scale, trace=args.trace, progress=bar, existing=existing,
                       on_start=lambda out: print(f"{banner} -> {out}/", file=sys.stderr),
-                      metrics_port=metrics_port, dcgm_port=dcgm_port)
+                      metrics_port=metrics_port, dcgm_port=dcgm_port, prometheus=args.prometheus)
     summary = run(scenario, opts, plan)
     if bar:
         bar.done()

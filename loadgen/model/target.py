@@ -174,6 +174,11 @@ class Target(ABC):
         (what the run created and could not delete; all zeros when clean)."""
         return {}
 
+    def metrics_endpoints(self) -> list[dict[str, Any]]:
+        """The backend's own Prometheus endpoints a scraper may read, once started: dicts with
+        name, url and optionally cert_file, key_file, tls_insecure (loadgen/promrun.py)."""
+        return []
+
     def preflight(self) -> list[str]:
         """Read-only checks of an existing cluster before anything is created: lines saying what
         was found (nodes, foreign workloads, installed schedulers). Raises ForeignWorkloads when the
