@@ -18,11 +18,18 @@ Commands (parent -> worker):
                                            pin: by the node's ray.io/node-id label (attached clusters)
   {"op":"fleet","node_ids":[...]}          count only these nodes in control-plane samples
   {"op":"evict","id":J}                    remove J's group and create it again (whole gang)
+  {"op":"requeue","id":J}                  the same, unreported: the target already said so (restart)
+  {"op":"start","id":J,"placement":P,"ready_at":[T per bundle]}   start J's member actors, one per
+                                           bundle, each up no earlier than its T (fakes/ray/members.py)
   {"op":"node_dead","node_id":H,"t":T}     a raylet was killed at T: watch the groups it held
   {"op":"stop"}
 Messages (worker -> parent):
   {"ev":"hello","pid":P}                   once connected
-  {"ev":"ready","id":J,"t":T,"nodes":[node_id per bundle],"sched_ms":..,"e2e_ms":..,"attempts":..}
+  {"ev":"ready","id":J,"t":T,"nodes":[node_id per bundle],"placement":P,"sched_ms":..,"e2e_ms":..,"attempts":..}
+                                           P counts the group's placements (1, then +1 per eviction or reschedule)
+  {"ev":"members_ready","id":J,"placement":P,"t":T,"created":T0,"start_s":[..],"pids":[..],"misplaced":N}
+                                           every member actor of placement P is up (after "start");
+                                           N of them run on another node than their bundle
   {"ev":"finished","id":J,"t":T}
   {"ev":"lost","id":J,"t":T,"nodes":[...],"state":S}    (after node_dead)
   {"ev":"failed","id":J,"t":T,"reason":R}
@@ -43,6 +50,7 @@ import time
 from typing import Any
 
 from fakes.ray.fleet import HEAD_NAME
+from fakes.ray.members import Members
 from fakes.ray.survey import JOB_MARK, pg_prefix
 
 CP_EVERY_S = 1.0
@@ -73,6 +81,7 @@ class Worker:
         self.next_table = 0.0
         self.dead_nodes: set[str] = set()     # killed raylets
         self.dead_unseen: set[str] = set()    # ... the GCS has not marked dead yet
+        self.members = Members(ray, self.prefix, lambda *a: self.q.put(("member", *a)))
 
     def send(self, **msg: Any) -> None:
         with self.out_lock:
@@ -103,16 +112,40 @@ class Worker:
         row = self._table(g["pg"])
         g["nodes"] = [row["bundles_to_node_id"][i] for i in sorted(row["bundles_to_node_id"])]
         g["state"] = "held"
+        g["placement"] = g.get("placement", 0) + 1
         self.created += 1
         hold = g["spec"].get("hold_s")
         if hold is not None:
             g["end"] = time.monotonic() + hold
             heapq.heappush(self.timers, (g["end"], gid, token))
         st = row.get("stats", {})
-        self.send(ev="ready", id=gid, t=t, nodes=g["nodes"], sched_ms=st.get("scheduling_latency_ms"),
+        self.send(ev="ready", id=gid, t=t, nodes=g["nodes"], placement=g["placement"],
+                  sched_ms=st.get("scheduling_latency_ms"),
                   e2e_ms=st.get("end_to_end_creation_latency_ms"), attempts=st.get("scheduling_attempt"))
 
+    def start_members(self, gid: int, placement: int, ready_at: list[float]) -> None:
+        g = self.groups.get(gid)
+        if g is None or g["state"] != "held" or g.get("placement") != placement or "pg" not in g:
+            return          # finished, evicted or lost since the target asked
+        try:
+            self.members.start(gid, placement, g["pg"], ready_at)
+        except Exception as e:  # noqa: BLE001 - the run goes on without this gang's READY
+            self.members.kill(gid)
+            self.send(ev="error", error=f"start members gs-{gid}: {e!r}"[:300])
+
+    def member_done(self, gid: int, placement: int, i: int, t: float, fut) -> None:
+        try:
+            gang = self.members.done(gid, placement, i, fut)
+        except RuntimeError as e:
+            self.send(ev="error", error=str(e))
+            return
+        if gang is not None:
+            bundles = self.groups[gid]["nodes"] if gid in self.groups else gang["nodes"]
+            misplaced = sum(1 for got, want in zip(gang.pop("nodes"), bundles) if got != want)
+            self.send(ev="members_ready", id=gid, placement=placement, t=t, misplaced=misplaced, **gang)
+
     def remove(self, gid: int) -> None:
+        self.members.kill(gid)          # before the group: Ray would kill them with it, but later
         g = self.groups.get(gid)
         if g is None or "pg" not in g:
             return
@@ -136,12 +169,13 @@ class Worker:
             self.groups.pop(gid, None)
             self.watch.pop(gid, None)
 
-    def evict(self, gid: int) -> None:
+    def evict(self, gid: int, report: bool = True) -> None:
         g = self.groups.get(gid)
         if g is None or g["state"] == "done":
             return
         self.remove(gid)
-        self.send(ev="lost", id=gid, t=time.monotonic(), nodes=g["nodes"], state="REMOVED", reason="evicted")
+        if report:
+            self.send(ev="lost", id=gid, t=time.monotonic(), nodes=g["nodes"], state="REMOVED", reason="evicted")
         self.watch.pop(gid, None)
         self.create(gid, g["spec"])
 
@@ -151,6 +185,7 @@ class Worker:
         for gid, g in self.groups.items():
             if g["state"] == "held" and node_id in g["nodes"]:
                 g["state"] = "lost"
+                self.members.kill(gid)      # the whole gang's processes restart with it
                 self.watch[gid] = t
                 lost = [i for i, n in enumerate(g["nodes"]) if n == node_id]
                 self.send(ev="lost", id=gid, t=t, nodes=g["nodes"], lost=lost, state="CREATED",
@@ -217,6 +252,8 @@ class Worker:
             if item is not None:
                 if item[0] == "ready":
                     self.on_ready(*item[1:])
+                elif item[0] == "member":
+                    self.member_done(*item[1:])
                 elif item[0] == "cmd":
                     if not self.command(item[1]):
                         return
@@ -241,6 +278,10 @@ class Worker:
             self.fleet_ids = set(msg["node_ids"])
         elif op == "evict":
             self.evict(int(msg["id"]))
+        elif op == "requeue":
+            self.evict(int(msg["id"]), report=False)
+        elif op == "start":
+            self.start_members(int(msg["id"]), int(msg["placement"]), [float(t) for t in msg["ready_at"]])
         elif op == "node_dead":
             self.node_dead(msg["node_id"], float(msg["t"]))
         elif op == "stop":
@@ -249,6 +290,7 @@ class Worker:
 
     def close(self) -> dict[str, Any]:
         """Remove every group this driver created (RealRay counts what the GCS still holds)."""
+        self.members.kill_all()
         held = [gid for gid, g in self.groups.items() if "pg" in g]
         for gid in held:
             self.remove(gid)

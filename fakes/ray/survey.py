@@ -80,7 +80,10 @@ def classify(found: dict[str, Any], label: str) -> dict[str, list[dict[str, Any]
         run = job.get("run")
         out["own" if run == label else "gangstorm" if run else "foreign"].append({"kind": "job", **job})
     for actor in found["actors"]:
-        out["foreign"].append({"kind": "actor", **actor})      # gangstorm never creates actors
+        # gangstorm's only actors are gang members (fakes/ray/members.py), named like their group
+        name = actor.get("name") or ""
+        out["own" if name.startswith(mine) else "gangstorm" if name.startswith(PG_PREFIX) else "foreign"].append(
+            {"kind": "actor", **actor})
     return out
 
 

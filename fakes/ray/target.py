@@ -5,6 +5,12 @@ strategy multi_node_strategy for multi-member gangs, single_node_strategy for 1-
 same ctx.config keys the simulated ray reads). Admission = job.submit_s to the moment pg.ready()
 resolves; the group is held for job.duration_s and then removed.
 
+Placement-to-ready (ctx.startup.image with an image or a container start): once a group is CREATED,
+the target's image model (fakes/ray/readiness.py) gives each bundle's ready time and the driver
+starts one actor per bundle that is up no earlier than that (fakes/ray/members.py); READY is when
+the last one answers. Without it no actor runs and READY is the ADMITTED instant. restart() sends a
+running gang back as a whole: its actors and group are removed and the group created again.
+
 This module never imports ray: the fleet's launcher (fakes/ray/serve.py, through RayFleet) and the
 driver (fakes/ray/driver.py) each run in their own session, so the target works from a
 gevent-patched Locust process too. All I/O here is non-blocking pipe reads in advance().
@@ -33,6 +39,7 @@ import numpy as np
 from fakes.ray import attach
 from fakes.ray.fleet import RAY_ENV, REPO, RayFleet, node_resource
 from fakes.ray.pipe import ChildError, JsonPipe
+from fakes.ray.readiness import Readiness
 from fakes.ray.survey import SurveyError, classify, pg_prefix, survey
 from fakes.real.base import RealTarget
 from fakes.real.procfs import mem_available_mib
@@ -44,7 +51,7 @@ from loadgen.model.target import ChaosAction, ChaosUnsupported, ClusterRefused, 
 MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
 MAX_RAYLETS = 256
 COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
-            "prefill_misplaced")
+            "prefill_misplaced", "restarted", "members_misplaced")
 
 
 class RayTargetError(RuntimeError):
@@ -85,6 +92,8 @@ class RealRay(RealTarget):
         self.errors: list[str] = []
         self.node_fail_log: list[dict[str, Any]] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self.readiness = Readiness(ctx.startup.image, self.n, ctx.seed)
+        self.member_pids: dict[int, list[int]] = {}    # job id -> pid of each member's actor worker, once READY
 
     # -- lifecycle ---------------------------------------------------------------------------
     def preflight(self) -> list[str]:
@@ -251,9 +260,27 @@ class RealRay(RealTarget):
                 self.attempts.append(int(m.get("attempts") or 0))
         self._emit(t, gid, Kind.ADMITTED, job.members, nodes=tuple(n for n in self.running[gid] if n >= 0))
         self._emit(t, gid, Kind.STARTED, job.members)
+        if not self.readiness.active:
+            self._emit(t, gid, Kind.READY)
+        else:
+            ready_at = self.readiness.plan(gid, m["placement"], m["t"], self.running[gid], self.clock.origin)
+            self._send(op="start", id=gid, placement=m["placement"], ready_at=ready_at)
+
+    def _on_members_ready(self, m: dict[str, Any]) -> None:
+        gid = m["id"]
+        if gid in self.running and gid not in self.partial and self.readiness.ready(gid, m):
+            self.member_pids[gid] = list(m.get("pids", []))
+            self.counters["members_misplaced"] += int(m.get("misplaced", 0))
+            self._emit(self.clock.at(m["t"]), gid, Kind.READY)
+
+    def _forget_members(self, gid: int) -> None:
+        self.readiness.drop(gid)
+        self.member_pids.pop(gid, None)
 
     def _on_finished(self, m: dict[str, Any]) -> None:
+        self._forget_members(m["id"])
         self.running.pop(m["id"], None)
+        self.pending.pop(m["id"], None)
         self.jobs.pop(m["id"], None)
         self.counters["finished"] += 1
         self._emit(self.clock.at(m["t"]), m["id"], Kind.FINISHED)
@@ -263,6 +290,7 @@ class RealRay(RealTarget):
         job = self.jobs.get(gid)
         if job is None:
             return
+        self._forget_members(gid)
         nodes = self.running.pop(gid, [])
         if reason == "evicted":
             self.counters["evicted"] += 1
@@ -278,6 +306,7 @@ class RealRay(RealTarget):
 
     def _on_failed(self, m: dict[str, Any]) -> None:
         gid = m["id"]
+        self._forget_members(gid)
         for held in (self.pending, self.running, self.partial, self.jobs):
             held.pop(gid, None)
         self.counters["failed"] += 1
@@ -363,6 +392,23 @@ class RealRay(RealTarget):
         for j in rng.permutation(running)[:int(action.params.get("members", 1))] if running else []:
             self._send(op="evict", id=int(j))
 
+    # -- whole-gang requeue (loadgen/lifecycle.py: a failed start under the requeue policy) -----
+    def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
+        """Like evict, for one gang and reported at once: its actors and group are removed and the
+        group created again (ADMITTED when it is). A gang that is not running is left alone."""
+        self._observe(now)          # a finish or a loss already reported wins over the restart
+        job = self.jobs.get(job_id)
+        if job is None or job_id not in self.running or job_id in self.partial:
+            return self._take()
+        self._forget_members(job_id)
+        self.running.pop(job_id)
+        self.pending[job_id] = job
+        self.counters["restarted"] += 1
+        self._send(op="requeue", id=job_id)
+        self._emit(now, job_id, Kind.EVICTED, 0, reason)
+        self._emit(now, job_id, Kind.REQUEUED, 0, reason)
+        return self._take()
+
     # -- observation -------------------------------------------------------------------------
     def used_per_node(self) -> np.ndarray:
         used = np.zeros(self.n, dtype=np.int64)
@@ -408,6 +454,7 @@ class RealRay(RealTarget):
             "attached": self.address if self.existing else None,
             "placement_group_prefix": pg_prefix(self.label),
             "errors": self.errors[-10:],
+            **self.readiness.figures(),
             # the GCS's own scheduling latency of every created group, summed: its busy time
             "busy_s": {"gcs-placement-groups": round(sum(self.sched_ms) / 1000.0, 6)},
         }
