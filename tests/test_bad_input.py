@@ -43,6 +43,13 @@ CASES = {
     # NaN, infinity and sizes that would never end
     "nan-drain": (run(scenario=SMALL.replace(b"drain_h: 0.05", b"drain_h: .nan")),
                   "{dir}/s.yaml: drain_h: expected a finite number, got nan"),
+    "nan-image": (run(scenario=SMALL + b"startup: {image: {image_gb: .nan}}\n"),
+                  "{dir}/s.yaml: startup.image.image_gb: expected a finite number, got nan"),
+    "unknown-restart-policy": (run(scenario=SMALL + b"startup: {rendezvous: {restart: {kube: sometimes}}}\n"),
+                               "{dir}/s.yaml: startup.rendezvous.restart.kube: expected one of in-place, requeue, "
+                               "got 'sometimes'"),
+    "metrics-port-on-sim": (run("--metrics-port", "9100"),
+                            "--metrics-port: only with --backend real (a simulated run takes seconds: read summary.json)"),
     "inf-evictions": (run(scenario=SMALL + b"chaos: [{kind: evictions, rate_per_h: .inf}]\n"),
                       "{dir}/s.yaml: chaos[0].rate_per_h: expected a finite number, got inf"),
     "huge-evictions": (run(scenario=SMALL + b"chaos: [{kind: evictions, rate_per_h: 1.0e+11}]\n"),
