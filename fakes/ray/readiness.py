@@ -12,6 +12,7 @@ stay where they were.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -65,7 +66,8 @@ class Readiness:
         if not self.active:
             return {}
         late = [r - m for _, _, m, r in self.log]
-        return {**self.images.figures(), "members_ready_gangs": len(self.log),
+        now = None if self.origin is None else time.monotonic() - self.origin
+        return {**self.images.figures(now), "members_ready_gangs": len(self.log),
                 "members_waiting_gangs": len(self.planned), **_spread("ready_late_s", late),
                 **_spread("member_start_s", self.member_start_s), **_spread("members_ask_s", self.ask_s)}
 

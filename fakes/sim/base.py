@@ -54,6 +54,7 @@ class SimTarget(Target):
         self.waiting: dict[int, JobState] = {}    # submitted, not running, not done
         self.active: dict[int, JobState] = {}     # running
         self._timers: list = []
+        self._now = 0.0                           # the latest time advance() reached
         self._seq = itertools.count()
         self._prefill_ids = itertools.count(-1, -1)
         self.counters: dict[str, float] = {}
@@ -84,6 +85,7 @@ class SimTarget(Target):
         return self._timers[0][0] if self._timers else None
 
     def advance(self, now: float) -> list[Event]:
+        self._now = max(self._now, now)
         while self._timers and self._timers[0][0] <= now:
             t, _, fn, args = heapq.heappop(self._timers)
             fn(t, *args)
@@ -279,7 +281,7 @@ class SimTarget(Target):
         return {}
 
     def control_plane(self) -> dict:
-        images = self.images.figures() if self.ctx.startup.image.pulls else {}
+        images = self.images.figures(self._now) if self.ctx.startup.image.pulls else {}
         return {"model": "simulated", **{k: round(v, 6) for k, v in sorted(self.counters.items())}, **images}
 
     def _fail(self, js: JobState, t: float, reason: str) -> None:

@@ -11,6 +11,9 @@ Local-emulation settings, not for a real cluster: AuthType=auth/none and CredTyp
 (no munge), SlurmdParameters=config_overrides (the declared 96 CPUs / 8 GPUs are believed),
 GPU "devices" are /dev/tty0..7 as in Slurm's own test suite.
 
+With a startup spec the target sets config[PROLOG_KEY]: every daemon then runs the ready prolog
+on each allocated node (Prolog=, PrologFlags=Alloc; fakes/slurm/prolog.py).
+
 The scenario's schedulers.slurm keys become SchedulerParameters and priority lines
 (scheduler_lines), and read_sched_config reads them back from a slurm.conf for calibration.
 """
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from fakes.slurm import prolog
 from fakes.slurm.hostlist import compress
 from loadgen.model.fleet import Fleet
 
@@ -61,6 +65,9 @@ TIMEOUT_DEFAULTS = {
     # them under the job lock, so a short window keeps the observer's cost down.
     "MinJobAge": 10,
 }
+
+# config key (set by the target, not a scenario key): the ready prolog's path, see fakes/slurm/prolog.py
+PROLOG_KEY = "prolog"
 
 PARTITION = "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 
@@ -186,6 +193,7 @@ class SlurmConf:
             "TopologyPlugin=topology/tree",
             "MaxJobCount=200000",
             "PropagateResourceLimits=NONE",
+            *prolog.conf_lines(self.config.get(PROLOG_KEY)),
             *[f"{k}={v}" for k, v in t.items()],
         ]
 

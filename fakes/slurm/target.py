@@ -6,6 +6,14 @@ and a light `sdiag` every few seconds. A job holds its allocation with `sleep <d
 admission is the first poll that sees it RUNNING (client observation, Event.t) and Slurm's own
 StartTime (Event.backend_t). Slurm allocates a gang atomically, so partial gangs are always 0.
 
+Placement-to-ready (a startup spec with an image to pull or a container start): the launched
+cluster runs a prolog on every allocated node (fakes/slurm/prolog.py) that asks the run's ready
+service (fakes/slurm/ready.py) how long the node needs, from the run's one ImageCache, sleeps that
+long and reports done. READY is the last node's done of the job's current attempt (Slurm's
+SLURM_JOB_RESTART_COUNT tells attempts apart). Without a startup spec, or attached to a cluster
+whose slurm.conf the run does not write, READY is the ADMITTED instant. restart() requeues a
+running job as a whole (scontrol requeue).
+
 Launched (a SlurmFleet of its own) or attached (ctx.existing.slurm_conf: a cluster gangstorm did
 not start). Either way every job carries the run label (--comment=gangstorm.io/run=<label>, name
 gs-<label>-<id>). Attached, the run drives the first fleet.nodes nodes of the partition (sorted),
@@ -34,12 +42,16 @@ import numpy as np
 
 from fakes.real.base import RealTarget
 from fakes.real.procs import signals_held
+from fakes.slurm import prolog
 from fakes.slurm.client import Row, SlurmClient
+from fakes.slurm.conf import PROLOG_KEY
 from fakes.slurm.existing import ExistingSlurm, NodeInfo
 from fakes.slurm.fleet import SlurmFleet
 from fakes.slurm.hostlist import expand
+from fakes.slurm.ready import ReadyService, Report
 from loadgen.model.errors import BackendError
 from loadgen.model.events import Event, Kind
+from loadgen.model.imagecache import ImageCache
 from loadgen.model.job import Job
 from loadgen.model.target import (RUN_LABEL, ChaosAction, ChaosUnsupported, ClusterRefused, ForeignWorkloads,
                                   TargetContext, run_label)
@@ -55,6 +67,15 @@ SDIAG_LIVE = ("main_last_cycle_us", "main_mean_cycle_us", "bf_last_cycle_us", "s
 
 
 @dataclass
+class Attempt:
+    """What the prologs of one allocation of a job reported (Slurm's restart count = the attempt)."""
+    restart: int
+    placed: float                   # the first node's prolog asked: the allocation as the nodes saw it
+    gang_ready: float               # the model's ready time of the allocation's last node
+    done: dict[str, float] = field(default_factory=dict)    # node -> its prolog reported done
+
+
+@dataclass
 class Tracked:
     job: Job
     slurm_id: int = 0
@@ -63,6 +84,13 @@ class Tracked:
     started: bool = False
     done: bool = False
     evicted: bool = False               # chaos already reported the eviction of this allocation
+    restarting: bool = False            # restart() reported EVICTED and REQUEUED; Slurm has not shown it pending yet
+    # The lowest Slurm restart count the current attempt can have: raised at each requeue seen, so
+    # what the prologs of an earlier attempt still report never makes the next one READY.
+    floor: int = 0
+    admitted_t: float = 0.0             # ADMITTED of the current attempt
+    ready: bool = False                 # READY reported in the current attempt
+    attempt: Attempt | None = None      # the latest attempt the prologs reported
     nodes: list[str] = field(default_factory=list)
     starts: list[tuple[float, int | None, list[str]]] = field(default_factory=list)   # (obs t, StartTime, nodes)
 
@@ -96,6 +124,20 @@ class RealSlurm(RealTarget):
             self.names = self.cluster.names
         self.client = SlurmClient(self.cluster)
         self.index = {name: i for i, name in enumerate(self.names)}
+        # Placement-to-ready: one image model for the run, answered to the prologs by the ready service.
+        image = ctx.startup.image
+        self.images = ImageCache(image, self.fleet.nodes, ctx.seed)
+        self.startup = image.pulls or image.container_start_s > 0
+        self.ready: ReadyService | None = None
+        self.prolog_path: Path | None = None
+        if self.startup and not self.attached:
+            self.prolog_path = prolog.script_path(self.cluster.run_dir)
+            self.cluster.config[PROLOG_KEY] = str(self.prolog_path)
+            self.ready = ReadyService(self.images, self.index, self.clock.now)
+        self.ready_log: list[dict[str, float]] = []     # per prolog READY: job, restart, placed, model, done, t
+        self.stale_dones = 0                # prolog reports of an attempt already requeued
+        self.restarts = 0                   # restart() requeues
+        self._early: list[Report] = []      # reports of jobs whose sbatch result is not drained yet
         self.partition: str | None = None               # attached: the partition the jobs go to
         self.excluded: list[str] = []                   # attached: partition nodes past the fleet
         self.held: dict[str, str] = {}                  # node -> "DRAIN" | "DOWN" this run set, not yet resumed
@@ -124,7 +166,15 @@ class RealSlurm(RealTarget):
             if self.cfg.get("accounting_storage", "none") != "none":
                 raise RuntimeError("slurm/real: accounting_storage 'slurmdbd' is simulated only: this backend "
                                    "runs no SlurmDBD (set schedulers.slurm.accounting_storage: none)")
-            self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
+            if self.ready is not None:      # the prolog names the service's port: bound first
+                self.ready.start()
+                prolog.write_script(self.prolog_path, self.ready.port)
+            try:
+                self.cluster.start(timeout_s=float(self.cfg.get("boot_timeout_s", 1200)))
+            except BaseException:
+                if self.ready is not None:
+                    self.ready.stop()
+                raise
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sbatch")
         self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
         self._watcher.start()
@@ -139,6 +189,8 @@ class RealSlurm(RealTarget):
             self._remove_own()
             return
         self.cluster.stop()
+        if self.ready is not None:          # after the fleet: no prolog is left to ask
+            self.ready.stop()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -237,8 +289,11 @@ class RealSlurm(RealTarget):
         if switches > 0 and job.members >= int(self.cfg.get("switches_min_members", 8)):
             wait = int(round(float(self.cfg.get("switches_max_wait_s", 300)) / float(self.ctx.time_scale or 1.0)))
             opts.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
-        return self.client.batch_argv(f"gs-{self.label}-{job.id}", job.duration_s, *self._scope(), *opts)
-
+        argv = self.client.batch_argv(f"gs-{self.label}-{job.id}", job.duration_s, *self._scope(), *opts)
+        if self.prolog_path is not None:    # hold for the duration counted from allocation, pull included
+            assert argv[-2] == "--wrap", argv
+            argv[-1] = prolog.job_command(self.prolog_path, job.duration_s)
+        return argv
 
     def submit(self, job: Job, now: float) -> list[Event]:
         self.clock.sync(now)
@@ -251,6 +306,8 @@ class RealSlurm(RealTarget):
         def call() -> None:
             sid, err = self.client.sbatch(argv, self._stop)
             self._sbatched.put((tr, sid, self.clock.now(), err, gpus))
+            if self.ready is not None and sid is not None:      # after put: a report never precedes it
+                self.ready.register(sid, workload=tr is not None)
         self._inflight += 1
         self._pool.submit(call)
 
@@ -286,6 +343,8 @@ class RealSlurm(RealTarget):
             else:
                 tr.slurm_id, tr.submitted_t = sid, t
                 self.by_slurm[sid] = self.active[sid] = tr
+        if self.ready is not None:
+            self._on_reports(self._early + self.ready.drain())
         for obs, rows in _drained(self._polls):
             self._rows = rows
             self._on_rows(obs, rows)
@@ -321,12 +380,19 @@ class RealSlurm(RealTarget):
                 nodes = tuple(self.index[n] for n in tr.nodes if n in self.index)
                 self._emit(obs, jid, Kind.ADMITTED, tr.job.members, backend_t=start, nodes=nodes)
                 self._emit(obs, jid, Kind.STARTED, tr.job.members, backend_t=start)
+                tr.admitted_t, tr.ready = obs, False
+                self._check_ready(tr)
             if state in PENDING and tr.started:
                 tr.started, tr.nodes = False, []
+                if not tr.restarting:
+                    self._raise_floor(tr)
                 if not tr.evicted:      # Slurm requeued it on its own (node not responding, ...)
                     self._emit(obs, jid, Kind.EVICTED, 0, state.lower())
                 tr.evicted = False
-                self._emit(obs, jid, Kind.REQUEUED, reason=state.lower())
+                if tr.restarting:       # restart() reported the requeue already
+                    tr.restarting = False
+                else:
+                    self._emit(obs, jid, Kind.REQUEUED, reason=state.lower())
             if state in DONE_OK:
                 tr.done = True
                 self._emit(obs, jid, Kind.FINISHED, tr.job.members, backend_t=end)
@@ -334,6 +400,79 @@ class RealSlurm(RealTarget):
                 tr.done = True
                 kind = Kind.FINISHED if state == "TIMEOUT" else Kind.FAILED
                 self._emit(obs, jid, kind, reason=state.lower(), backend_t=end)
+
+    # ---- placement-to-ready ----------------------------------------------------------------
+    def _on_reports(self, reports: list[Report]) -> None:
+        self._early = []
+        for r in reports:
+            tr = self.by_slurm.get(r.slurm_id)
+            if tr is None:
+                self._early.append(r)
+                continue
+            a = tr.attempt
+            if r.kind == "start":
+                if a is None or r.restart > a.restart:
+                    tr.attempt = Attempt(r.restart, r.t, r.gang_ready_t)
+            elif a is not None and r.restart == a.restart and r.restart >= tr.floor:
+                a.done[r.node] = r.t
+            else:               # a prolog of an attempt already requeued (it runs to its end)
+                self.stale_dones += 1
+            self._check_ready(tr)
+
+    @staticmethod
+    def _raise_floor(tr: Tracked) -> None:
+        """Once per requeue: Slurm counts it (SLURM_JOB_RESTART_COUNT), so the next attempt's
+        count is above the last one the prologs reported and above the floor."""
+        tr.floor = max(tr.floor + 1, tr.attempt.restart + 1 if tr.attempt else 0)
+
+    def _check_ready(self, tr: Tracked) -> None:
+        """READY once every node of the admitted attempt reported done (at once without a prolog)."""
+        if not tr.started or tr.ready or tr.done or tr.evicted or tr.restarting:
+            return
+        if self.ready is None:
+            tr.ready = True
+            self._emit(tr.admitted_t, tr.job.id, Kind.READY)
+            return
+        a = tr.attempt
+        if a is None or a.restart < tr.floor or not tr.nodes or not set(tr.nodes) <= a.done.keys():
+            return
+        last = max(a.done[n] for n in tr.nodes)
+        # The squeue poll that saw the allocation lags it; a READY never precedes its ADMITTED.
+        t = max(last, tr.admitted_t)
+        tr.ready = True
+        self.ready_log.append({"job": tr.job.id, "restart": a.restart, "placed": a.placed, "model": a.gang_ready,
+                               "done": last, "t": t})
+        self._emit(t, tr.job.id, Kind.READY)
+
+    def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
+        """Requeue a running job as a whole (scontrol requeue): EVICTED and REQUEUED now, ADMITTED
+        again once Slurm starts it (after its cred_expire hold). Only jobs this run submitted are
+        tracked, so an attached run never requeues anyone else's. A job that ended meanwhile is left
+        to the watcher."""
+        self.clock.sync(now)
+        self._observe(now)
+        tr = self.jobs.get(job_id)
+        if tr is None or not tr.slurm_id or tr.done or not tr.started or tr.evicted or tr.restarting:
+            return self._take()
+        if self.cluster.run(["scontrol", "requeue", str(tr.slurm_id)], check=False).returncode != 0:
+            return self._take()
+        self._evict([tr], now, reason)
+        self._raise_floor(tr)
+        tr.restarting = True
+        self.restarts += 1
+        self._emit(now, job_id, Kind.REQUEUED, reason=reason)
+        return self._take()
+
+    def _ready_figures(self) -> dict[str, Any]:
+        if self.ready is None:
+            return {"ready_source": "admission" + (" (attached: no gangstorm prolog)" if self.startup else "")}
+        late = np.array([r["done"] - r["model"] for r in self.ready_log])     # prolog report vs the model
+        # finished jobs whose last allocation never became READY (e.g. a job shorter than its pull)
+        missing = sum(1 for tr in self.jobs.values() if tr.done and tr.starts and not tr.ready)
+        spread = {"p50": round(float(np.median(late)), 4), "max": round(float(late.max()), 4)} if len(late) else {}
+        return {"ready_source": "prolog", **self.ready.image_figures(), **self.ready.figures(),
+                "ready_stale_dones": self.stale_dones, "ready_missing": missing,
+                "prolog_done_after_model_s": {"n": len(late), **spread}}
 
     # ---- state -----------------------------------------------------------------------------
     def _node_usage(self) -> dict[str, int]:
@@ -365,6 +504,7 @@ class RealSlurm(RealTarget):
         d["client"] = {**self.client.summary(), "submit_workers": self.workers, "poll_s": self.poll_s}
         d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": getattr(self.cluster, "boot_s", None)}
         d["run_label"] = self.comment
+        d.update(self._ready_figures(), restarts_requested=self.restarts)
         if self.attached:
             d["existing"] = {"slurm_conf": str(self.cluster.conf), "partition": self.partition,
                              "nodes": len(self.names), "excluded_nodes": len(self.excluded)}

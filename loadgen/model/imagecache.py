@@ -72,6 +72,9 @@ class ImageCache:
         """The last member's container runs at this time (t itself for a gang with no nodes)."""
         return max(self.ready_at(t, nodes).values(), default=t)
 
-    def figures(self) -> dict[str, float]:
+    def figures(self, t: float | None = None) -> dict[str, float]:
+        """Pulls so far; nodes_warm counts the pulls landed by t (by the last placement without t)."""
+        if t is not None:
+            self._settle(t, np.flatnonzero(~np.isnan(self.landing)).tolist())
         return {"image_pulls": self.pulls, "image_gb_pulled": round(self.gb_pulled, 3),
                 "nodes_warm": int(self.warm.sum())}
