@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import bisect
-import http.server
 import os
-import threading
 
 import pytest
 
 from fakes.prom import PrometheusMissing, PrometheusServer, PromQueryError, ScrapeJob
 from fakes.real import procs
+from loadgen.serve_metrics import MetricsEndpoint
 
 pytestmark = pytest.mark.real
 
@@ -49,26 +48,11 @@ def quantile_by_hand(q: float) -> float:
     return lower + (upper - lower) * ((rank - below) / (count - below))
 
 
-class _Exposition(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = exposition()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def exporter():
-    server = http.server.ThreadingHTTPServer((procs.LOOPBACK, 0), _Exposition)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"{procs.LOOPBACK}:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    endpoint = MetricsEndpoint(lambda: exposition().decode())      # what gangstorm serves its metrics with
+    yield endpoint.address
+    endpoint.stop()
 
 
 @pytest.fixture(scope="module")

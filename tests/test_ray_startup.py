@@ -26,8 +26,8 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
-from loadgen.recorder import Recorder
 from loadgen.runner import run_wall
+from recording import Recording
 
 pytestmark = pytest.mark.real
 
@@ -89,18 +89,6 @@ def first(events: list[Event], job_id: int, kind: Kind) -> Event:
     found = [e for e in events if e.job_id == job_id and e.kind is kind]
     assert found, f"no {kind.value} for job {job_id}: {[(e.job_id, e.kind.value) for e in events]}"
     return found[0]
-
-
-class Recording(Recorder):
-    """A Recorder that also keeps every event, in order."""
-
-    def __init__(self, jobs: list[Job]):
-        super().__init__(jobs)
-        self.events: list[Event] = []
-
-    def record(self, events: list[Event]) -> None:
-        self.events.extend(events)
-        super().record(events)
 
 
 def placements(target, job_ids) -> dict[int, tuple[float, float, float]]:

@@ -22,8 +22,8 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
-from loadgen.recorder import Recorder
 from loadgen.runner import run_wall
+from recording import Recording
 from test_slurm_real import FAST, pids_of
 
 pytestmark = pytest.mark.real
@@ -35,18 +35,6 @@ COLD_4, COLD_2, WARM = 4.0 + CONTAINER_S, 2.0 + CONTAINER_S, CONTAINER_S
 # plus the squeue poll (0.3 s) when READY is measured from the observed ADMITTED.
 OVERHEAD_S = 1.5
 EPOCH_SLACK_S = 0.05        # Slurm's StartTime (epoch) against the run clock (monotonic)
-
-
-class Recording(Recorder):
-    """A Recorder that also keeps every event, in order."""
-
-    def __init__(self, jobs: list[Job]):
-        super().__init__(jobs)
-        self.events: list[Event] = []
-
-    def record(self, events: list[Event]) -> None:
-        self.events.extend(events)
-        super().record(events)
 
 
 class SlurmView(threading.Thread):

@@ -632,6 +632,8 @@ class RealKubeFamily(RealTarget):
             out.update(self._scrape())
             out["etcd_object_bytes"] = self._object_bytes()
         out["restart_to_readmission_s"] = kube_metrics.quantiles(self.readmission_s)
+        if self.startup:
+            out.update(self.images.figures(self.clock.now()))
         out["backend"] = "real"
         return out
 
