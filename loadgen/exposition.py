@@ -42,17 +42,17 @@ def histogram(name: str, labels: dict[str, str], values: np.ndarray) -> list[str
 def render(recorders: dict[str, Recorder]) -> str:
     """Exposition text for every scheduler's recorder (name -> Recorder)."""
     lines: list[str] = []
-    for metric in [*BUDGET_METRICS.values(), "gangstorm_generator_lateness_seconds"]:
+    spans = {sched: budget_spans(rec) for sched, rec in recorders.items()}
+    classes = {sched: np.array([j.cls for j in rec.jobs]) for sched, rec in recorders.items()}
+    for key, metric in BUDGET_METRICS.items():
         lines += [f"# HELP {metric} {HELP[metric]}", f"# TYPE {metric} histogram"]
-        for sched, rec in recorders.items():
-            if metric == "gangstorm_generator_lateness_seconds":
-                lines += histogram(metric, {"scheduler": sched}, rec.sent - rec.submit)
-                continue
-            key = next(k for k, m in BUDGET_METRICS.items() if m == metric)
-            span = budget_spans(rec)[key]
-            classes = np.array([j.cls for j in rec.jobs])
-            for cls in sorted(set(classes.tolist())):
-                lines += histogram(metric, {"scheduler": sched, "class": cls}, span[classes == cls])
+        for sched in recorders:
+            for cls in sorted(set(classes[sched].tolist())):
+                lines += histogram(metric, {"scheduler": sched, "class": cls}, spans[sched][key][classes[sched] == cls])
+    metric = "gangstorm_generator_lateness_seconds"
+    lines += [f"# HELP {metric} {HELP[metric]}", f"# TYPE {metric} histogram"]
+    for sched, rec in recorders.items():
+        lines += histogram(metric, {"scheduler": sched}, rec.sent - rec.submit)
     gauges = {"gangstorm_jobs_submitted_total": ("counter", "Jobs the target accepted.",
                                                  lambda r, s: int(r.accepted.sum())),
               "gangstorm_jobs_pending": ("gauge", "Jobs accepted and not running.", lambda r, s: s.pending_jobs),

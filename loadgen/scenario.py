@@ -193,8 +193,7 @@ class Scenario:
     def startup(self) -> StartupSpec:
         """Image pull, rendezvous and GPU activity as the scenario describes them (virtual seconds)."""
         st = self.data["startup"]
-        rdv = {k: v for k, v in st["rendezvous"].items() if k != "restart"}
-        return StartupSpec.from_sections(st["image"], {**rdv, "restart": dict(st["rendezvous"]["restart"])},
+        return StartupSpec.from_sections(st["image"], {**st["rendezvous"], "restart": dict(st["rendezvous"]["restart"])},
                                          self.data["activity"])
 
     def model_status(self, scheduler: str) -> dict[str, Any]:
