@@ -195,6 +195,10 @@ SCENARIO = {
             "retry_max_s": Field(NUM, 1.0, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
             "gcs_tick_s": Field(NUM, 1.0, lo=0.001, source="Ray constant, src/ray/gcs/gcs_placement_group_manager.cc "
                                 "GcsPlacementGroupManager::Tick (retries due pending groups every 1000 ms)"),
+            # real backend only (fakes/ray/target.py, docs/ray-fakelets.md): what the fleet's nodes are
+            "nodes": Field(str, "raylet", choices=("raylet", "fakelet")),
+            "fakelet_syncer": Field(str, "auto", choices=("auto", "on", "off")),
+            "fakelets_per_process": Field(int, 2000, lo=1, hi=20_000),
         },
         "slurm": {
             "sched_interval_s": Field(NUM, 60.0, lo=1, source=SLURM_CONF + " (sched_interval)"),

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fakes.ray.fakelets.shards import FakeletShards
 from fakes.ray.pipe import JsonPipe
 from fakes.real.procfs import processes
 from fakes.real.procs import spawn, stop_child
@@ -71,8 +72,12 @@ def ray_processes(marker: str | None = None) -> list[tuple[int, str]]:
 class RayFleet:
     """The raylets of a Fleet model, started by start() and all stopped by stop()."""
 
-    def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0):
+    def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
+                 kind: str = "raylet", syncer: bool = True, per_process: int = 2000):
         self.model = model
+        self.kind, self.syncer, self.per_process = kind, syncer, per_process
+        self.fakelets: FakeletShards | None = None
+        self.head_boot_s = 0.0
         self.workdir = workdir           # logs; Ray's own temp dir stays short (unix socket paths)
         self.boot_timeout_s = boot_timeout_s
         self.address = ""
@@ -101,7 +106,9 @@ class RayFleet:
         logdir = Path(self.workdir or self.ray_tmpdir)
         logdir.mkdir(parents=True, exist_ok=True)
         spec = logdir / "ray-fleet-spec.json"
-        spec.write_text(json.dumps({"nodes": node_specs(self.model), "object_store_bytes": OBJECT_STORE_BYTES}))
+        specs = node_specs(self.model)
+        spec.write_text(json.dumps({"nodes": specs if self.kind == "raylet" else [],
+                                    "object_store_bytes": OBJECT_STORE_BYTES}))
         log = logdir / "ray-fleet.log"
         t0 = time.monotonic()
         self._proc = spawn([sys.executable, "-m", "fakes.ray.serve", spec], env={**os.environ, **self.env()},
@@ -114,12 +121,28 @@ class RayFleet:
         except BaseException:
             self.stop()
             raise
-        self.boot_s = time.monotonic() - t0
         self.address, self.nodes = ready["address"], ready["nodes"]
+        self.head_boot_s = time.monotonic() - t0
+        if self.kind == "fakelet":
+            try:
+                self.fakelets = FakeletShards(self.address, specs, self.syncer, self.per_process, logdir,
+                                              {**os.environ, **self.env()}).start(self.boot_timeout_s)
+            except BaseException:
+                self.stop()
+                raise
+            self.nodes = self.fakelets.nodes
+        self.boot_s = time.monotonic() - t0
         return self
+
+    def gcs_pid(self) -> int | None:
+        found = processes(("gcs_server",), self.ray_tmpdir) if self.ray_tmpdir else []
+        return found[0][0] if found else None
 
     def stop(self, grace_s: float = 20.0) -> None:
         """Graceful Cluster.shutdown, then the launcher's whole session is stopped."""
+        shards, self.fakelets = self.fakelets, None
+        if shards is not None:
+            shards.stop()
         proc, self._proc, self._pipe = self._proc, None, None
         if proc is not None:
             stop_child(proc, grace_s)
@@ -136,9 +159,15 @@ class RayFleet:
 
     # -- commands ----------------------------------------------------------------------------
     def kill_raylet(self, index: int) -> dict[str, Any]:
+        if self.fakelets is not None:
+            with self._lock:
+                return self.fakelets.kill(index)
         return self._call({"op": "kill", "node": index})
 
     def restart_node(self, index: int) -> dict[str, Any]:
+        if self.fakelets is not None:
+            with self._lock:
+                return self.fakelets.restart(index)
         reply = self._call({"op": "restart", "node": index}, timeout=120)
         for n in self.nodes:
             if n["index"] == index:

@@ -15,6 +15,11 @@ This module never imports ray: the fleet's launcher (fakes/ray/serve.py, through
 driver (fakes/ray/driver.py) each run in their own session, so the target works from a
 gevent-patched Locust process too. All I/O here is non-blocking pipe reads in advance().
 
+Fakelets (ctx.config nodes: fakelet, fakes/ray/fakelets/): the fleet's nodes are fake raylets
+that the real GCS schedules groups on, up to MAX_FAKELETS on one machine; the driver, the head and
+everything above stay as they are. Nothing can run on a fakelet, so a startup section with an image
+(one actor per bundle) is refused there.
+
 Attached (ctx.existing.ray_address, fakes/ray/attach.py): no fleet is launched; the driver connects
 to that GCS, scenario node i is the i-th alive GPU node by name, every group is named
 gs-<run label>-<id>, stop() removes them all and never stops the cluster, and preflight() (a
@@ -44,12 +49,18 @@ from fakes.ray.survey import SurveyError, classify, pg_prefix, survey
 from fakes.real.base import RealTarget
 from fakes.real.procfs import mem_available_mib
 from fakes.real.procs import spawn, stop_child
+from loadgen.model.errors import UserError
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, ClusterRefused, TargetContext, run_label
 
 MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
 MAX_RAYLETS = 256
+MAX_FAKELETS = 20_000
+# measured at 1,000 nodes: ~0.12 MB per fakelet in its process, ~0.17 MB per node in the GCS
+# (docs/design/ray-fakelets.md (c)); rounded up
+MIB_PER_FAKELET = 0.5
+FAKELET_SYNCER_UP_TO = 256    # "auto": resource-view streams up to this many fakelets (quadratic fan-out)
 COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
             "prefill_misplaced", "restarted", "members_misplaced")
 
@@ -65,7 +76,12 @@ class RealRay(RealTarget):
         super().__init__(ctx)
         self.n = ctx.fleet.nodes
         self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
-        self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir)    # the raylets of the base's fleet model
+        self.nodes_kind = self.cfg.get("nodes", "raylet")
+        syncer = self.cfg.get("fakelet_syncer", "auto")
+        self.fakelet_syncer = self.n <= FAKELET_SYNCER_UP_TO if syncer == "auto" else syncer == "on"
+        self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir, kind=self.nodes_kind, syncer=self.fakelet_syncer,
+                              per_process=int(self.cfg.get("fakelets_per_process", 2000)),
+                              boot_timeout_s=max(600.0, self.n * 0.1))   # the nodes of the base's fleet model
         self.existing = ctx.existing if ctx.existing and ctx.existing.ray_address else None
         self.label = run_label(ctx.run_id)
         self.address = ""                                        # the GCS the driver connects to
@@ -93,6 +109,9 @@ class RealRay(RealTarget):
         self.node_fail_log: list[dict[str, Any]] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.readiness = Readiness(ctx.startup.image, self.n, ctx.seed)
+        if self.nodes_kind == "fakelet" and self.readiness.active:
+            raise UserError("schedulers.ray.nodes: fakelet cannot start members (no worker runs on a fake raylet); "
+                            "drop startup.image or use nodes: raylet")
         self.member_pids: dict[int, list[int]] = {}    # job id -> pid of each member's actor worker, once READY
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -114,12 +133,16 @@ class RealRay(RealTarget):
         if self.existing:
             self._attach()
             return
-        if self.n > MAX_RAYLETS:
-            raise RayTargetError(f"ray real backend: fleet.nodes={self.n} raylets is beyond what one machine "
-                                 f"holds (max {MAX_RAYLETS}); pass e.g. --nodes 32")
-        need_mib, avail = (self.n + 2) * MIB_PER_RAYLET, mem_available_mib()
+        fake = self.nodes_kind == "fakelet"
+        most, what = (MAX_FAKELETS, "fakelets") if fake else (MAX_RAYLETS, "raylets")
+        if self.n > most:
+            raise RayTargetError(f"ray real backend: fleet.nodes={self.n} {what} is beyond what one machine "
+                                 f"holds (max {most}); pass a smaller --nodes"
+                                 + ("" if fake else " or schedulers.ray.nodes: fakelet"))
+        need_mib = int(2 * MIB_PER_RAYLET + self.n * (MIB_PER_FAKELET if fake else MIB_PER_RAYLET))
+        avail = mem_available_mib()
         if avail is not None and need_mib > avail:
-            raise RayTargetError(f"ray real backend: {self.n} raylets need ~{need_mib} MiB, {avail} MiB "
+            raise RayTargetError(f"ray real backend: {self.n} {what} need ~{need_mib} MiB, {avail} MiB "
                                  f"available; pass a smaller --nodes")
         if self.run_dir:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -440,7 +463,9 @@ class RealRay(RealTarget):
         span = float(rt.max() - rt.min()) if len(rt) > 1 else 0.0
         return {
             "model": "real", "ray_version": _ray_version(),
+            "nodes_kind": "attached" if self.existing else self.nodes_kind,
             "raylets": self.n, "raylets_alive": self.cp.get("raylets_alive"),
+            **self._fakelet_figures(),
             "gcs_groups_by_state": self.cp.get("gcs_groups", {}),
             **self.counters,
             "groups_created": self.counters["groups_ready"],      # the simulated Ray's name for it
@@ -458,6 +483,18 @@ class RealRay(RealTarget):
             # the GCS's own scheduling latency of every created group, summed: its busy time
             "busy_s": {"gcs-placement-groups": round(sum(self.sched_ms) / 1000.0, 6)},
         }
+
+    def _fakelet_figures(self) -> dict[str, Any]:
+        shards = self.fleet.fakelets
+        if shards is None:
+            return {}
+        try:
+            stats = shards.stats()
+        except Exception as e:  # noqa: BLE001 - the figures are best effort at the end of a run
+            stats = {"error": f"{type(e).__name__}: {e}"}
+        return {"fakelets": {"syncer": self.fakelet_syncer, "processes": len(shards.procs),
+                             "boot_s": round(shards.boot_s, 2), "head_boot_s": round(self.fleet.head_boot_s, 2),
+                             **stats}}
 
     def _send(self, **msg: Any) -> None:
         if self.driver is None:

@@ -1,0 +1,163 @@
+"""FakeletFleet: many fake raylets in one asyncio loop, registered with a real GCS.
+
+start() serves every node on its own 127.0.0.1 port and registers it as a raylet does
+(NodeInfoGcsService GetClusterId, then RegisterNode; every later call carries ray_cluster_id).
+With the syncer on, each node then opens RaySyncer.StartSync and reports its resource view on
+every change, and the GCS fans each view out to every other stream as it does for real raylets
+(quadratic in nodes: docs/ray-fakelets.md). With it off, liveness rests on health checks alone
+and the GCS schedules from its own book-keeping.
+
+kill(i) is a SIGKILLed raylet (the port closes; the GCS declares the node dead after its health
+checks fail); recover(i) is the raylet started again (a new node id, same name and resources);
+stop() unregisters the nodes still alive, as raylets do on a graceful exit.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import grpc
+from ray.core.generated import common_pb2, gcs_service_pb2 as gs
+
+from fakes.ray.fakelets.node import FakeNode
+
+NODE_INFO = "/ray.rpc.NodeInfoGcsService/"
+REGISTER_AT_ONCE = 64           # RegisterNode calls in flight while booting
+STREAMS_PER_CHANNEL = 100       # syncer streams sharing one HTTP/2 connection to the GCS
+LAG_EVERY_S = 0.25
+
+
+class FleetError(RuntimeError):
+    pass
+
+
+def _rpc(channel: grpc.aio.Channel, name: str, request_type, reply_type):
+    return channel.unary_unary(NODE_INFO + name, request_serializer=request_type.SerializeToString,
+                               response_deserializer=reply_type.FromString)
+
+
+class FakeletFleet:
+    def __init__(self, gcs_address: str, specs: list[dict[str, Any]], syncer: bool):
+        self.gcs_address, self.syncer = gcs_address, syncer
+        self.calls: Counter = Counter()
+        self.unimplemented: Counter = Counter()
+        self.received = [0]                     # syncer messages the GCS sent to this fleet
+        self.sent = 0                           # resource views this fleet sent
+        self.nodes = {int(s["index"]): FakeNode(int(s["index"]), s["name"], s["resources"], s["labels"],
+                                                self.calls, self.unimplemented, self._changed)
+                      for s in specs}
+        self.ports = {int(s["index"]): int(s.get("port") or 0) for s in specs}
+        self.cluster_hex = ""
+        self.lag_max_s = 0.0
+        self.registered_s = 0.0
+        self._channel: grpc.aio.Channel | None = None
+        self._sync_channels: list[grpc.aio.Channel] = []
+        self._lag_task: asyncio.Task | None = None
+        self._md: tuple = ()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._channel = grpc.aio.insecure_channel(self.gcs_address)
+        try:
+            reply = await _rpc(self._channel, "GetClusterId", gs.GetClusterIdRequest, gs.GetClusterIdReply)(
+                gs.GetClusterIdRequest(), timeout=30)
+        except grpc.aio.AioRpcError as e:
+            raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: {e.code().name} {e.details()}") from None
+        self.cluster_hex = reply.cluster_id.hex()
+        self._md = (("ray_cluster_id", self.cluster_hex),)
+        if self.syncer:
+            # distinct channel arguments keep gRPC from sharing one connection between them
+            n = max(1, -(-len(self.nodes) // STREAMS_PER_CHANNEL))
+            self._sync_channels = [grpc.aio.insecure_channel(self.gcs_address, options=[("gangstorm.sync", i)])
+                                   for i in range(n)]
+        self._lag_task = asyncio.create_task(self._watch_lag())
+        t0 = time.monotonic()
+        gate = asyncio.Semaphore(REGISTER_AT_ONCE)
+
+        async def one(node: FakeNode) -> None:
+            async with gate:
+                await self._bring_up(node)
+        await asyncio.gather(*(one(n) for n in self.nodes.values()))
+        self.registered_s = time.monotonic() - t0
+
+    async def _bring_up(self, node: FakeNode) -> None:
+        await node.serve(self.ports[node.index])
+        self.ports[node.index] = node.port          # a recovered node comes back on the same port
+        reply = await _rpc(self._channel, "RegisterNode", gs.RegisterNodeRequest, gs.RegisterNodeReply)(
+            gs.RegisterNodeRequest(node_info=node.info()), metadata=self._md, timeout=60)
+        if reply.status.code != 0:
+            raise FleetError(f"GCS refused RegisterNode for {node.name}: {reply.status.message}")
+        if self.syncer:
+            channel = self._sync_channels[node.index % len(self._sync_channels)]
+            node.sync_task = asyncio.create_task(node.sync(channel, self.cluster_hex, self.received))
+
+    async def kill(self, index: int) -> dict[str, Any]:
+        node = self.nodes[index]
+        if not node.alive:
+            raise FleetError(f"node {index} is already dead")
+        await node.die()
+        return {"node_id": node.hex, "t": time.monotonic()}
+
+    async def recover(self, index: int) -> dict[str, Any]:
+        node = self.nodes[index]
+        if node.alive:
+            await node.die()
+        await self._bring_up(node)
+        return self.describe(node)
+
+    async def stop(self, unregister: bool = True, timeout_s: float = 30.0) -> int:
+        """Unregister the live nodes (bounded by timeout_s), then close every server and stream."""
+        live = [n for n in self.nodes.values() if n.alive]
+        done = 0
+        if unregister and self._channel is not None and live:
+            call = _rpc(self._channel, "UnregisterNode", gs.UnregisterNodeRequest, gs.UnregisterNodeReply)
+            gate = asyncio.Semaphore(REGISTER_AT_ONCE)
+            info = common_pb2.NodeDeathInfo(reason=common_pb2.NodeDeathInfo.EXPECTED_TERMINATION,
+                                            reason_message="gangstorm fakelet fleet stopped")
+
+            async def one(node: FakeNode) -> bool:
+                async with gate:
+                    try:
+                        await call(gs.UnregisterNodeRequest(node_id=node.node_id, node_death_info=info),
+                                   metadata=self._md, timeout=10)
+                        return True
+                    except grpc.aio.AioRpcError:
+                        return False
+            try:
+                done = sum(await asyncio.wait_for(asyncio.gather(*(one(n) for n in live)), timeout_s))
+            except asyncio.TimeoutError:
+                pass
+        await asyncio.gather(*(n.die() for n in live), return_exceptions=True)
+        if self._lag_task:
+            self._lag_task.cancel()
+        for ch in [self._channel, *self._sync_channels]:
+            if ch is not None:
+                await ch.close()
+        return done
+
+    # -- what the fleet reports ------------------------------------------------------------------
+    def _changed(self, node: FakeNode) -> None:
+        if self.syncer and node.alive:
+            node.queue.put_nowait(node.view())
+            self.sent += 1
+
+    async def _watch_lag(self) -> None:
+        """The loop's worst lateness: beyond ~25 s the GCS would declare live nodes dead."""
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(LAG_EVERY_S)
+            self.lag_max_s = max(self.lag_max_s, loop.time() - t - LAG_EVERY_S)
+
+    def describe(self, node: FakeNode) -> dict[str, Any]:
+        return {"index": node.index, "name": node.name, "node_id": node.hex, "port": node.port}
+
+    def stats(self) -> dict[str, Any]:
+        nodes = self.nodes.values()
+        return {"nodes": len(self.nodes), "alive": sum(n.alive for n in nodes),
+                "bundles": sum(n.book.bundles for n in nodes),
+                "calls": dict(self.calls), "unimplemented": dict(self.unimplemented),
+                "views_sent": self.sent, "syncer_messages_received": self.received[0],
+                "loop_lag_max_s": round(self.lag_max_s, 3), "registered_s": round(self.registered_s, 3)}

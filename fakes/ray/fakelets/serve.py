@@ -1,0 +1,79 @@
+"""One fakelet process: `python -m fakes.ray.fakelets.serve SPEC.json`, in its own session.
+
+SPEC: {"gcs": "127.0.0.1:PORT", "syncer": true|false, "nodes": [{"index", "name", "resources",
+"labels", "port"}]}. Replies {"event":"ready","nodes":[{index,name,node_id,port}],...} once every
+node is registered, then answers one JSON command per stdin line:
+  {"op":"kill","node":I}     -> {"ok":true,"node_id":H,"t":MONOTONIC}
+  {"op":"restart","node":I}  -> {"ok":true,"node":{index,name,node_id,port}}
+  {"op":"stats"}             -> {"ok":true,"stats":{...}}
+  {"op":"stop"} or EOF       -> unregisters the live nodes, {"event":"stopped","unregistered":N}
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from fakes.ray.fakelets.fleet import FakeletFleet
+
+
+async def serve(spec: dict[str, Any], out) -> int:
+    def reply(msg: dict[str, Any]) -> None:
+        out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+
+    fleet = FakeletFleet(spec["gcs"], spec["nodes"], bool(spec.get("syncer")))
+    try:
+        await fleet.start()
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the session
+        reply({"event": "error", "error": f"{type(e).__name__}: {e}"})
+        await fleet.stop(unregister=False)
+        return 1
+    reply({"event": "ready", "pid": os.getpid(), "registered_s": round(fleet.registered_s, 3),
+           "nodes": [fleet.describe(n) for n in fleet.nodes.values()]})
+
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue = asyncio.Queue()
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+    threading.Thread(target=read_stdin, daemon=True).start()
+
+    while (line := await lines.get()) is not None:
+        try:
+            msg = json.loads(line)
+            op = msg["op"]
+            if op == "stop":
+                break
+            if op == "kill":
+                reply({"ok": True, **await fleet.kill(int(msg["node"]))})
+            elif op == "restart":
+                reply({"ok": True, "node": await fleet.recover(int(msg["node"]))})
+            elif op == "stats":
+                reply({"ok": True, "stats": fleet.stats()})
+            else:
+                reply({"ok": False, "error": f"unknown op {op!r}"})
+        except Exception as e:  # noqa: BLE001
+            reply({"ok": False, "error": f"{type(e).__name__}: {e}"})
+    unregistered = await fleet.stop(unregister=True)
+    reply({"event": "stopped", "unregistered": unregistered})
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m fakes.ray.fakelets.serve SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    out = os.fdopen(os.dup(1), "w", buffering=1)     # replies; anything grpc prints goes to stderr
+    os.dup2(2, 1)
+    return asyncio.run(serve(spec, out))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
