@@ -1,5 +1,5 @@
 """The scenario overrides every entry point takes, declared once: --nodes, --seed, --churn,
---duration-h and --time-scale.
+--duration-h, --time-scale and --ray-nodes.
 
 The CLI subcommands add them with cli.common.add_overrides (asv's common_args); the Locust driver
 declares the same ones in its web UI form, where values arrive as text. Either way a bad value is
@@ -27,11 +27,16 @@ class Override:
     kind: type
     positive: bool            # > 0, else >= 0
     help: str
+    choices: tuple[str, ...] = ()     # kind str: the values accepted
 
-    def parse(self, text) -> int | float | None:
+    def parse(self, text) -> int | float | str | None:
         """Text (web form) or a typed value (argparse) -> value; empty -> None."""
         if text is None or str(text).strip() == "":
             return None
+        if self.kind is str:
+            if str(text).strip() not in self.choices:
+                raise OverrideError(f"{self.flag}: expected one of {', '.join(self.choices)}, got {text!r}")
+            return str(text).strip()
         noun = "integer" if self.kind is int else "number"
         sign = "positive" if self.positive else "non-negative"
         try:
@@ -52,6 +57,9 @@ OVERRIDES = {o.dest: o for o in (
     Override("duration_h", "--duration-h", "duration_h", float, True, "hours of arrivals (overrides duration_h)"),
     Override("time_scale", "--time-scale", None, float, True,
              f"wall-clock backends: virtual seconds per wall second (default {TIME_SCALE:g})"),
+    Override("ray_nodes", "--ray-nodes", "schedulers.ray.nodes", str, False,
+             "--backend real: the Ray fleet's nodes, raylet (real raylets, up to 256) or fakelet (fake raylets "
+             "on the real GCS, up to 20,000; overrides schedulers.ray.nodes)", ("raylet", "fakelet")),
 )}
 
 

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                     "Every point offers --jobs jobs. With --backend real each point starts the real scheduler.")
     p.add_argument("scenario")
     p.add_argument("--schedulers")
-    add_overrides(p, "nodes", "seed")
+    add_overrides(p, "nodes", "seed", "ray_nodes")
     p.add_argument("--backend", choices=("sim", "real"), default=None, help="sim (default) or real")
     p.add_argument("--time-scale", type=positive_float, default=None,
                    help="real backend: virtual seconds per wall second (default 1: the control plane at its own speed)")

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("locust", help="drive the schedulers with Locust (web UI or --headless)")
     p.add_argument("scenario", help="scenario YAML (see scenarios/)")
     add_targets(p, default_help="kube")
-    add_overrides(p, "nodes", "seed", "churn", "time_scale")
+    add_overrides(p, "nodes", "seed", "churn", "time_scale", "ray_nodes")
     p.add_argument("--headless", action="store_true", help="no web UI; start at once, write CSV/HTML/summary.json")
     p.add_argument("-t", "--run-time", help="stop after e.g. 300s, 5m, 1h30m (default: the scenario's length)")
     p.add_argument("-u", "--users", type=positive_int, help="Locust users (default: one per tenant)")

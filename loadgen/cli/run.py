@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help="replay one workload on each scheduler and compare")
     p.add_argument("scenario", help="scenario YAML (see scenarios/)")
     add_targets(p)
-    add_overrides(p, "nodes", "seed", "churn", "duration_h", "time_scale")
+    add_overrides(p, "nodes", "seed", "churn", "duration_h", "time_scale", "ray_nodes")
     p.add_argument("--trace", help="replay a JSONL trace (gangstorm trace export) or an openb pod CSV")
     p.add_argument("--out", help="output directory (default results/<run-id>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
