@@ -82,6 +82,11 @@ def render(summary: dict) -> str:
     for name, s in summary["schedulers"].items():
         cp = {k: v for k, v in s.get("control_plane", {}).items() if not isinstance(v, (list, dict))}
         lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
+        if fk := s.get("control_plane", {}).get("fakelets"):
+            lines.append(f"  - fakelets (fake raylets, docs/ray-fakelets.md): {fk.get('nodes')} in "
+                         f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end, resource-view streams "
+                         f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, boot {fk.get('boot_s')} s, event-loop lag max "
+                         f"{fk.get('loop_lag_max_s')} s, calls not answered: {fk.get('unimplemented') or 'none'}")
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
               "scheduling tax = (GPU-hours held by partial gangs + GPU-hours of runs cut short by evictions or node "

@@ -197,7 +197,7 @@ SCENARIO = {
                                 "GcsPlacementGroupManager::Tick (retries due pending groups every 1000 ms)"),
             # real backend only (fakes/ray/target.py, docs/ray-fakelets.md): what the fleet's nodes are
             "nodes": Field(str, "raylet", choices=("raylet", "fakelet")),
-            "fakelet_syncer": Field(str, "auto", choices=("auto", "on", "off")),
+            "fakelet_syncer": Field(str, "auto", choices=("auto", "node", "shared")),
             "fakelets_per_process": Field(int, 2000, lo=1, hi=20_000),
         },
         "slurm": {

@@ -44,7 +44,9 @@ def test_health_request_names_the_node_and_answers_are_two_bytes():
 
 
 def test_view_batch_is_never_empty_and_carries_the_version():
-    batch = wire.view_batch(b"n" * 28, 7, {"GPU": 8.0}, {"GPU": 8.0}, {"k": "v"})
+    with pytest.raises(ValueError):
+        wire.batch([])
+    batch = wire.batch([wire.view_message(b"n" * 28, 7, {"GPU": 8.0}, {"GPU": 8.0}, {"k": "v"})])
     assert len(batch.messages) == 1
     m = batch.messages[0]
     assert (m.version, m.message_type, m.node_id) == (7, wire.RESOURCE_VIEW, b"n" * 28)
@@ -126,7 +128,7 @@ def target(tmp_path_factory):
     from fakes.ray.target import RealRay
     ctx = TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7,
                         config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK",
-                                "nodes": "fakelet", "fakelet_syncer": "on", "fakelets_per_process": 5},
+                                "nodes": "fakelet", "fakelet_syncer": "node", "fakelets_per_process": 5},
                         run_dir=tmp_path_factory.mktemp("ray-fakelets"))
     t = RealRay(ctx)
     sessions: list[int] = []

@@ -73,7 +73,7 @@ class RayFleet:
     """The raylets of a Fleet model, started by start() and all stopped by stop()."""
 
     def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
-                 kind: str = "raylet", syncer: bool = True, per_process: int = 2000):
+                 kind: str = "raylet", syncer: str = "node", per_process: int = 2000):
         self.model = model
         self.kind, self.syncer, self.per_process = kind, syncer, per_process
         self.fakelets: FakeletShards | None = None

@@ -60,7 +60,7 @@ MAX_FAKELETS = 20_000
 # measured at 1,000 nodes: ~0.12 MB per fakelet in its process, ~0.17 MB per node in the GCS
 # (docs/design/ray-fakelets.md (c)); rounded up
 MIB_PER_FAKELET = 0.5
-FAKELET_SYNCER_UP_TO = 256    # "auto": resource-view streams up to this many fakelets (quadratic fan-out)
+FAKELET_NODE_STREAMS_UP_TO = 256   # "auto": one resource-view stream per fakelet up to this many (quadratic fan-out)
 COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
             "prefill_misplaced", "restarted", "members_misplaced")
 
@@ -78,7 +78,8 @@ class RealRay(RealTarget):
         self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
         self.nodes_kind = self.cfg.get("nodes", "raylet")
         syncer = self.cfg.get("fakelet_syncer", "auto")
-        self.fakelet_syncer = self.n <= FAKELET_SYNCER_UP_TO if syncer == "auto" else syncer == "on"
+        self.fakelet_syncer = ("node" if self.n <= FAKELET_NODE_STREAMS_UP_TO else "shared") if syncer == "auto" \
+            else syncer
         self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir, kind=self.nodes_kind, syncer=self.fakelet_syncer,
                               per_process=int(self.cfg.get("fakelets_per_process", 2000)),
                               boot_timeout_s=max(600.0, self.n * 0.1))   # the nodes of the base's fleet model

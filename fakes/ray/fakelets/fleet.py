@@ -2,10 +2,8 @@
 
 start() serves every node on its own 127.0.0.1 port and registers it as a raylet does
 (NodeInfoGcsService GetClusterId, then RegisterNode; every later call carries ray_cluster_id).
-With the syncer on, each node then opens RaySyncer.StartSync and reports its resource view on
-every change, and the GCS fans each view out to every other stream as it does for real raylets
-(quadratic in nodes: docs/ray-fakelets.md). With it off, liveness rests on health checks alone
-and the GCS schedules from its own book-keeping.
+The nodes' resource views then go to the GCS through syncer.Syncer, one stream per node ("node",
+as raylets do) or one per process ("shared").
 
 kill(i) is a SIGKILLed raylet (the port closes; the GCS declares the node dead after its health
 checks fail); recover(i) is the raylet started again (a new node id, same name and resources);
@@ -22,10 +20,10 @@ import grpc
 from ray.core.generated import common_pb2, gcs_service_pb2 as gs
 
 from fakes.ray.fakelets.node import FakeNode
+from fakes.ray.fakelets.syncer import Syncer
 
 NODE_INFO = "/ray.rpc.NodeInfoGcsService/"
 REGISTER_AT_ONCE = 64           # RegisterNode calls in flight while booting
-STREAMS_PER_CHANNEL = 100       # syncer streams sharing one HTTP/2 connection to the GCS
 LAG_EVERY_S = 0.25
 
 
@@ -39,12 +37,11 @@ def _rpc(channel: grpc.aio.Channel, name: str, request_type, reply_type):
 
 
 class FakeletFleet:
-    def __init__(self, gcs_address: str, specs: list[dict[str, Any]], syncer: bool):
-        self.gcs_address, self.syncer = gcs_address, syncer
+    def __init__(self, gcs_address: str, specs: list[dict[str, Any]], syncer: str):
+        self.gcs_address, self.syncer_mode = gcs_address, syncer
+        self.syncer: Syncer | None = None
         self.calls: Counter = Counter()
         self.unimplemented: Counter = Counter()
-        self.received = [0]                     # syncer messages the GCS sent to this fleet
-        self.sent = 0                           # resource views this fleet sent
         self.nodes = {int(s["index"]): FakeNode(int(s["index"]), s["name"], s["resources"], s["labels"],
                                                 self.calls, self.unimplemented, self._changed)
                       for s in specs}
@@ -53,7 +50,6 @@ class FakeletFleet:
         self.lag_max_s = 0.0
         self.registered_s = 0.0
         self._channel: grpc.aio.Channel | None = None
-        self._sync_channels: list[grpc.aio.Channel] = []
         self._lag_task: asyncio.Task | None = None
         self._md: tuple = ()
 
@@ -67,11 +63,7 @@ class FakeletFleet:
             raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: {e.code().name} {e.details()}") from None
         self.cluster_hex = reply.cluster_id.hex()
         self._md = (("ray_cluster_id", self.cluster_hex),)
-        if self.syncer:
-            # distinct channel arguments keep gRPC from sharing one connection between them
-            n = max(1, -(-len(self.nodes) // STREAMS_PER_CHANNEL))
-            self._sync_channels = [grpc.aio.insecure_channel(self.gcs_address, options=[("gangstorm.sync", i)])
-                                   for i in range(n)]
+        self.syncer = Syncer(self.gcs_address, self.cluster_hex, self.syncer_mode, len(self.nodes))
         self._lag_task = asyncio.create_task(self._watch_lag())
         t0 = time.monotonic()
         gate = asyncio.Semaphore(REGISTER_AT_ONCE)
@@ -89,20 +81,20 @@ class FakeletFleet:
             gs.RegisterNodeRequest(node_info=node.info()), metadata=self._md, timeout=60)
         if reply.status.code != 0:
             raise FleetError(f"GCS refused RegisterNode for {node.name}: {reply.status.message}")
-        if self.syncer:
-            channel = self._sync_channels[node.index % len(self._sync_channels)]
-            node.sync_task = asyncio.create_task(node.sync(channel, self.cluster_hex, self.received))
+        self.syncer.attach(node)
 
     async def kill(self, index: int) -> dict[str, Any]:
         node = self.nodes[index]
         if not node.alive:
             raise FleetError(f"node {index} is already dead")
+        self.syncer.detach(node)
         await node.die()
         return {"node_id": node.hex, "t": time.monotonic()}
 
     async def recover(self, index: int) -> dict[str, Any]:
         node = self.nodes[index]
         if node.alive:
+            self.syncer.detach(node)
             await node.die()
         await self._bring_up(node)
         return self.describe(node)
@@ -132,16 +124,16 @@ class FakeletFleet:
         await asyncio.gather(*(n.die() for n in live), return_exceptions=True)
         if self._lag_task:
             self._lag_task.cancel()
-        for ch in [self._channel, *self._sync_channels]:
-            if ch is not None:
-                await ch.close()
+        if self.syncer is not None:
+            await self.syncer.close()
+        if self._channel is not None:
+            await self._channel.close()
         return done
 
     # -- what the fleet reports ------------------------------------------------------------------
     def _changed(self, node: FakeNode) -> None:
-        if self.syncer and node.alive:
-            node.queue.put_nowait(node.view())
-            self.sent += 1
+        if self.syncer is not None and node.alive:
+            self.syncer.changed(node)
 
     async def _watch_lag(self) -> None:
         """The loop's worst lateness: beyond ~25 s the GCS would declare live nodes dead."""
@@ -159,5 +151,6 @@ class FakeletFleet:
         return {"nodes": len(self.nodes), "alive": sum(n.alive for n in nodes),
                 "bundles": sum(n.book.bundles for n in nodes),
                 "calls": dict(self.calls), "unimplemented": dict(self.unimplemented),
-                "views_sent": self.sent, "syncer_messages_received": self.received[0],
+                "syncer": self.syncer_mode, "views_sent": self.syncer.sent if self.syncer else 0,
+                "syncer_messages_received": self.syncer.received if self.syncer else 0,
                 "loop_lag_max_s": round(self.lag_max_s, 3), "registered_s": round(self.registered_s, 3)}

@@ -47,8 +47,6 @@ class FakeNode:
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.alive = False
-        self.sync_task: asyncio.Task | None = None
-        self.queue: asyncio.Queue = asyncio.Queue()
         self.handlers = self._handlers()
 
     @property
@@ -61,7 +59,6 @@ class FakeNode:
         127.0.0.1:port, or on any free port if that one is taken."""
         self.node_id = os.urandom(28)
         self.book = Book(self.resources)
-        self.queue = asyncio.Queue()
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.server.add_generic_rpc_handlers((_Router(self),))
         try:
@@ -77,9 +74,6 @@ class FakeNode:
         """As a SIGKILLed raylet: the port closes and the stream breaks; the GCS finds out through
         failed health checks."""
         self.alive = False
-        if self.sync_task:
-            self.sync_task.cancel()
-            self.sync_task = None
         if self.server:
             await self.server.stop(0)
             self.server = None
@@ -104,31 +98,9 @@ class FakeNode:
     def changed(self) -> None:
         self.on_change(self)
 
-    def view(self) -> "wire.RaySyncMessageBatch":
+    def view(self) -> "wire.RaySyncMessage":
         b = self.book
-        return wire.view_batch(self.node_id, b.version, b.available, b.total, self.all_labels())
-
-    async def sync(self, channel: grpc.aio.Channel, cluster_hex: str, received: list[int]) -> None:
-        """RaySyncer.StartSync as a raylet opens it: node_id metadata (the GCS aborts without it),
-        the current view first, then a view whenever the book changes."""
-        queue = self.queue
-
-        async def views():
-            yield self.view()
-            while True:
-                yield await queue.get()
-
-        call = channel.stream_stream(wire.START_SYNC, request_serializer=wire.RaySyncMessageBatch.SerializeToString,
-                                     response_deserializer=lambda b: b)(
-            views(), metadata=(("node_id", self.hex), ("ray_cluster_id", cluster_hex)))
-        try:
-            async for _ in call:
-                received[0] += 1
-        except asyncio.CancelledError:
-            call.cancel()
-            raise
-        except grpc.aio.AioRpcError:
-            pass
+        return wire.view_message(self.node_id, b.version, b.available, b.total, self.all_labels())
 
     # -- NodeManagerService ---------------------------------------------------------------------
     def _handlers(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """One fakelet process: `python -m fakes.ray.fakelets.serve SPEC.json`, in its own session.
 
-SPEC: {"gcs": "127.0.0.1:PORT", "syncer": true|false, "nodes": [{"index", "name", "resources",
+SPEC: {"gcs": "127.0.0.1:PORT", "syncer": "node"|"shared", "nodes": [{"index", "name", "resources",
 "labels", "port"}]}. Replies {"event":"ready","nodes":[{index,name,node_id,port}],...} once every
 node is registered, then answers one JSON command per stdin line:
   {"op":"kill","node":I}     -> {"ok":true,"node_id":H,"t":MONOTONIC}
@@ -25,7 +25,7 @@ async def serve(spec: dict[str, Any], out) -> int:
     def reply(msg: dict[str, Any]) -> None:
         out.write(json.dumps(msg, separators=(",", ":")) + "\n")
 
-    fleet = FakeletFleet(spec["gcs"], spec["nodes"], bool(spec.get("syncer")))
+    fleet = FakeletFleet(spec["gcs"], spec["nodes"], spec.get("syncer", "shared"))
     try:
         await fleet.start()
     except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the session

@@ -38,7 +38,7 @@ def fakelet_specs(node_specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class FakeletShards:
-    def __init__(self, gcs_address: str, node_specs: list[dict[str, Any]], syncer: bool, per_process: int,
+    def __init__(self, gcs_address: str, node_specs: list[dict[str, Any]], syncer: str, per_process: int,
                  workdir: Path, env: dict[str, str]):
         self.gcs_address, self.syncer, self.workdir, self.env = gcs_address, syncer, Path(workdir), env
         specs = fakelet_specs(node_specs)

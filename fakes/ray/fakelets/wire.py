@@ -96,13 +96,18 @@ RaySyncMessageBatch = _message("RaySyncMessageBatch")
 ResourceViewSyncMessage = _message("ResourceViewSyncMessage")
 
 
-def view_batch(node_id: bytes, version: int, available: dict[str, float], total: dict[str, float],
-               labels: dict[str, str]) -> "RaySyncMessageBatch":
-    """One RESOURCE_VIEW message in a batch. Never empty: an empty batch aborts the GCS
-    (RAY_CHECK in ReceiveUpdate)."""
+def view_message(node_id: bytes, version: int, available: dict[str, float], total: dict[str, float],
+                 labels: dict[str, str]) -> "RaySyncMessage":
     view = ResourceViewSyncMessage(resources_available=available, resources_total=total, labels=labels)
-    return RaySyncMessageBatch(messages=[RaySyncMessage(version=version, message_type=RESOURCE_VIEW,
-                                                        sync_message=view.SerializeToString(), node_id=node_id)])
+    return RaySyncMessage(version=version, message_type=RESOURCE_VIEW, sync_message=view.SerializeToString(),
+                          node_id=node_id)
+
+
+def batch(messages: list) -> "RaySyncMessageBatch":
+    """Never empty: an empty batch aborts the GCS (RAY_CHECK in ReceiveUpdate)."""
+    if not messages:
+        raise ValueError("a RaySyncMessageBatch must hold at least one message")
+    return RaySyncMessageBatch(messages=messages)
 
 
 def embedded_syncer_file(binary: Path) -> descriptor_pb2.FileDescriptorProto | None:
