@@ -199,6 +199,9 @@ SCENARIO = {
             "nodes": Field(str, "raylet", choices=("raylet", "fakelet")),
             "fakelet_syncer": Field(str, "auto", choices=("auto", "node", "shared")),
             "fakelets_per_process": Field(int, 2000, lo=1, hi=20_000),
+            # the GCS's GetResourceLoad period (Ray: gcs_pull_resource_loads_period_milliseconds, 1000);
+            # null keeps 1000 for raylets and stretches it for large fakelet fleets (fakes/ray/target.py)
+            "gcs_load_poll_ms": Field(int, None, lo=100, hi=600_000, nullable=True),
         },
         "slurm": {
             "sched_interval_s": Field(NUM, 60.0, lo=1, source=SLURM_CONF + " (sched_interval)"),

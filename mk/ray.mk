@@ -2,16 +2,24 @@
 # venv (pyproject depends on ray[default]); nothing to build. ray-deps fails loudly if it is missing.
 RAY_NODES ?= 16
 
-.PHONY: ray-deps ray-test ray-bench
+.PHONY: ray-deps ray-test ray-bench ray-bench-fake
 ray-deps: $(STAMP)
 	@$(BIN)/python -c "import ray; print('ray-deps: ray', ray.__version__)" 2>/dev/null \
 	  || { echo "ray-deps: ray is not importable from $(BIN)/python: run 'make venv'" >&2; exit 1; }
 
 ray-test: ray-deps
-	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py
+	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py
 
 # Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
 ray-bench: ray-deps
 	$(BIN)/python -m fakes.ray.bench --nodes $(RAY_NODES)
+
+# The real GCS on fakelets (fake raylets, docs/ray-fakelets.md): boot, memory per node, GCS CPU and
+# memory, placement groups/s at 1/8/64 bundles, per fleet size. About 15 minutes at the default sizes.
+RAY_FAKE_SIZES ?= 1000,5000,10000
+RAY_FAKE_BUNDLES ?= 1,8,64
+ray-bench-fake: ray-deps
+	$(BIN)/python -m fakes.ray.fakelets.bench --sizes $(RAY_FAKE_SIZES) --bundles $(RAY_FAKE_BUNDLES) \
+	  --out results/ray-fakelets/bench.json
 
 TEST_DEPS += ray-deps

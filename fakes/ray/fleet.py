@@ -73,10 +73,12 @@ class RayFleet:
     """The raylets of a Fleet model, started by start() and all stopped by stop()."""
 
     def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
-                 kind: str = "raylet", syncer: str = "node", per_process: int = 2000):
+                 kind: str = "raylet", syncer: str = "node", per_process: int = 2000,
+                 gcs_config: dict[str, str] | None = None):
         self.model = model
         self.kind, self.syncer, self.per_process = kind, syncer, per_process
         self.fakelets: FakeletShards | None = None
+        self.gcs_config = dict(gcs_config or {})     # RAY_<setting> for the head's processes only
         self.head_boot_s = 0.0
         self.workdir = workdir           # logs; Ray's own temp dir stays short (unix socket paths)
         self.boot_timeout_s = boot_timeout_s
@@ -111,7 +113,8 @@ class RayFleet:
                                     "object_store_bytes": OBJECT_STORE_BYTES}))
         log = logdir / "ray-fleet.log"
         t0 = time.monotonic()
-        self._proc = spawn([sys.executable, "-m", "fakes.ray.serve", spec], env={**os.environ, **self.env()},
+        self._proc = spawn([sys.executable, "-m", "fakes.ray.serve", spec],
+                           env={**os.environ, **self.env(), **self.gcs_config},
                            cwd=REPO, pipes=True, stderr_log=log)
         self._pipe = JsonPipe(self._proc, "ray fleet launcher", log)
         try:

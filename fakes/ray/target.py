@@ -60,6 +60,10 @@ MAX_FAKELETS = 20_000
 # measured at 1,000 nodes: ~0.12 MB per fakelet in its process, ~0.17 MB per node in the GCS
 # (docs/design/ray-fakelets.md (c)); rounded up
 MIB_PER_FAKELET = 0.5
+# "auto" GetResourceLoad period: Ray's 1 s up to this many fakelets, then one poll per node per
+# (nodes / this) s, i.e. about this many polls a second: a 2-core machine's Python fleet falls behind
+# the GCS's health checks at 5,000 nodes polled every second (docs/ray-fakelets.md)
+FAKELET_LOAD_POLLS_PER_S = 1000
 FAKELET_NODE_STREAMS_UP_TO = 256   # "auto": one resource-view stream per fakelet up to this many (quadratic fan-out)
 COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
             "prefill_misplaced", "restarted", "members_misplaced")
@@ -80,8 +84,14 @@ class RealRay(RealTarget):
         syncer = self.cfg.get("fakelet_syncer", "auto")
         self.fakelet_syncer = ("node" if self.n <= FAKELET_NODE_STREAMS_UP_TO else "shared") if syncer == "auto" \
             else syncer
+        poll = self.cfg.get("gcs_load_poll_ms")
+        if poll is None:
+            poll = 1000 if self.nodes_kind == "raylet" else max(1000, round(self.n * 1000 / FAKELET_LOAD_POLLS_PER_S))
+        self.gcs_load_poll_ms = int(poll)
         self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir, kind=self.nodes_kind, syncer=self.fakelet_syncer,
                               per_process=int(self.cfg.get("fakelets_per_process", 2000)),
+                              gcs_config={} if self.gcs_load_poll_ms == 1000 else
+                              {"RAY_gcs_pull_resource_loads_period_milliseconds": str(self.gcs_load_poll_ms)},
                               boot_timeout_s=max(600.0, self.n * 0.1))   # the nodes of the base's fleet model
         self.existing = ctx.existing if ctx.existing and ctx.existing.ray_address else None
         self.label = run_label(ctx.run_id)
@@ -493,7 +503,12 @@ class RealRay(RealTarget):
             stats = shards.stats()
         except Exception as e:  # noqa: BLE001 - the figures are best effort at the end of a run
             stats = {"error": f"{type(e).__name__}: {e}"}
+        alive = self.cp.get("raylets_alive")
+        if isinstance(stats.get("alive"), int) and alive is not None:
+            # nodes the GCS declared dead while their fakelet was answering: the fleet fell behind
+            stats["false_deaths"] = max(0, stats["alive"] - alive)
         return {"fakelets": {"syncer": self.fakelet_syncer, "processes": len(shards.procs),
+                             "gcs_load_poll_ms": self.gcs_load_poll_ms,
                              "boot_s": round(shards.boot_s, 2), "head_boot_s": round(self.fleet.head_boot_s, 2),
                              **stats}}
 

@@ -30,6 +30,8 @@ ANSWERED = ("PrepareBundleResources", "CommitBundleResources", "RemovePlacementG
 _CODECS = {name: (message_factory.GetMessageClass(SERVICE.methods_by_name[name].input_type).FromString,
                   message_factory.GetMessageClass(SERVICE.methods_by_name[name].output_type).SerializeToString)
            for name in ANSWERED}
+# answered from cached bytes: the GCS polls every node every second
+_CODECS["GetResourceLoad"] = (None, None)
 
 
 def _key(bundle: common_pb2.Bundle) -> tuple[bytes, int]:
@@ -48,6 +50,7 @@ class FakeNode:
         self.port = 0
         self.alive = False
         self.handlers = self._handlers()
+        self._load: tuple[int, bytes] = (-1, b"")
 
     @property
     def hex(self) -> str:
@@ -59,6 +62,7 @@ class FakeNode:
         127.0.0.1:port, or on any free port if that one is taken."""
         self.node_id = os.urandom(28)
         self.book = Book(self.resources)
+        self._load = (-1, b"")
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.server.add_generic_rpc_handlers((_Router(self),))
         try:
@@ -127,11 +131,13 @@ class FakeNode:
             self.changed()
         return nm.ReleaseUnusedBundlesReply()
 
-    async def GetResourceLoad(self, req, ctx):
+    async def GetResourceLoad(self, req, ctx) -> bytes:
         # The GCS reads only the load (none here: no task ever queues on a fakelet).
-        return nm.GetResourceLoadReply(resources=gcs_pb2.ResourcesData(
-            node_id=self.node_id, resources_available=self.book.available, resources_total=self.book.total,
-            node_manager_address="127.0.0.1"))
+        if self._load[0] != self.book.version:
+            self._load = (self.book.version, nm.GetResourceLoadReply(resources=gcs_pb2.ResourcesData(
+                node_id=self.node_id, resources_available=self.book.available, resources_total=self.book.total,
+                node_manager_address="127.0.0.1")).SerializeToString())
+        return self._load[1]
 
     async def NotifyGCSRestart(self, req, ctx):
         return nm.NotifyGCSRestartReply()
