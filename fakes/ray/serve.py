@@ -23,6 +23,7 @@ from typing import Any
 
 from fakes.ray.fleet import HEAD_NAME
 from fakes.real.procfs import processes
+from fakes.real.procs import session_pids
 
 BOOT_GRACE_S = 180.0      # extra wait for a raylet on a loaded machine
 ADD_ATTEMPTS = 3
@@ -38,11 +39,31 @@ class Launcher:
         self.tmpdir = os.environ.get("RAY_TMPDIR", "")
 
     def boot(self) -> dict[str, Any]:
-        head = self.cluster.add_node(num_cpus=0, num_gpus=0, include_dashboard=False,
-                                     object_store_memory=self.store, node_name=HEAD_NAME)
+        head = self.add_head()
         head_info = {"node_id": head.node_id, "raylet_pid": self.raylet_pid(HEAD_NAME)}
         nodes = [self.add(s) for s in self.specs.values()]
         return {"event": "ready", "address": self.cluster.address, "head": head_info, "nodes": nodes}
+
+    def add_head(self):
+        """The head node, retried like a fleet node: on a loaded machine the head raylet too can
+        abort waiting for its agents' port files (NodeManager::WaitForDashboardAgentPorts; seen
+        once in 32-node calibration runs). What a failed attempt started is killed first: every
+        other process of this launcher's session."""
+        for attempt in range(1, ADD_ATTEMPTS + 1):
+            try:
+                return self.cluster.add_node(num_cpus=0, num_gpus=0, include_dashboard=False,
+                                             object_store_memory=self.store, node_name=HEAD_NAME)
+            except Exception as e:  # noqa: BLE001
+                if "timed out during startup" not in str(e) or attempt == ADD_ATTEMPTS:
+                    raise
+                print(f"ray_fleet: head attempt {attempt} failed ({e}); retrying", file=sys.stderr)
+                for pid in session_pids(os.getsid(0)):
+                    if pid != os.getpid():
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                time.sleep(1.0)
 
     def raylet_pid(self, name: str) -> int | None:
         found = [pid for pid, cmd in processes(("raylet",), self.tmpdir) if f"--node-name={name} " in cmd + " "]
