@@ -2,13 +2,13 @@
 # venv (pyproject depends on ray[default]); nothing to build. ray-deps fails loudly if it is missing.
 RAY_NODES ?= 16
 
-.PHONY: ray-deps ray-test ray-bench ray-bench-fake
+.PHONY: ray-deps ray-test ray-bench ray-bench-fake ray-calibrate-fake
 ray-deps: $(STAMP)
 	@$(BIN)/python -c "import ray; print('ray-deps: ray', ray.__version__)" 2>/dev/null \
 	  || { echo "ray-deps: ray is not importable from $(BIN)/python: run 'make venv'" >&2; exit 1; }
 
 ray-test: ray-deps
-	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py
+	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py tests/test_ray_fakelets_calibration.py
 
 # Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
 ray-bench: ray-deps
@@ -21,5 +21,11 @@ RAY_FAKE_BUNDLES ?= 1,8,64
 ray-bench-fake: ray-deps
 	$(BIN)/python -m fakes.ray.fakelets.bench --sizes $(RAY_FAKE_SIZES) --bundles $(RAY_FAKE_BUNDLES) \
 	  --out results/ray-fakelets/bench.json
+
+# Fakelets against real raylets on the same trace (fakes/ray/fakelets/calibrate.py, band in BAND):
+# about 20 minutes at 32 nodes; exits 1 outside the band
+RAY_CAL_NODES ?= 32
+ray-calibrate-fake: ray-deps
+	$(BIN)/python -m fakes.ray.fakelets.calibrate --nodes $(RAY_CAL_NODES) --repeat 2 --check
 
 TEST_DEPS += ray-deps

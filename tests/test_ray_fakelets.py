@@ -15,7 +15,6 @@ import pytest
 from fakes.ray.fakelets import wire
 from fakes.ray.fakelets.book import Book
 from fakes.real.procfs import listeners, peers
-from fakes.real.procs import session_pids
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.model.startup import ImageSpec, StartupSpec
@@ -23,7 +22,6 @@ from loadgen.model.target import TargetContext
 import test_ray_real as on_raylets
 from fuzzkit import run_cli
 from test_ray_real import NODES, _ray_or_fail
-from fakes.ray.fleet import ray_processes
 
 PG = bytes(range(18))
 NODE = {"GPU": 8.0, "CPU": 96.0}
@@ -125,25 +123,10 @@ def test_ray_nodes_flag_takes_only_raylet_or_fakelet():
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     _ray_or_fail()
-    from fakes.ray.target import RealRay
-    ctx = TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7,
-                        config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK",
-                                "nodes": "fakelet", "fakelet_syncer": "node", "fakelets_per_process": 5},
-                        run_dir=tmp_path_factory.mktemp("ray-fakelets"))
-    t = RealRay(ctx)
-    sessions: list[int] = []
-    marker = ""
-    try:
-        t.start()
-        sessions = [t.fleet.pgid, t.proc.pid, *t.fleet.fakelets.pids()]
-        marker = t.fleet.ray_tmpdir
-        t.sessions, t.marker = sessions, marker
-        yield t
-    finally:
-        t.stop()
-        left = [p for s in sessions for p in session_pids(s)] + [p for p, _ in ray_processes(marker or None)
-                                                                  if marker]
-        assert not left, f"processes left after stop: {left}"
+    yield from on_raylets.started(TargetContext(
+        fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7, run_dir=tmp_path_factory.mktemp("ray-fakelets"),
+        config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK",
+                "nodes": "fakelet", "fakelet_syncer": "node", "fakelets_per_process": 5}))
 
 
 @pytest.mark.real

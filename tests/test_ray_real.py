@@ -40,19 +40,16 @@ def _ray_or_fail() -> None:
         pytest.fail("ray is not installed: run `make venv` (pyproject depends on ray[default])", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def target(tmp_path_factory):
-    _ray_or_fail()
+def started(ctx: TargetContext):
+    """A started RealRay for a module; stopped at the end, checking that no process of its
+    sessions (head, driver, fakelet processes) and no raylet/gcs_server of its fleet is left."""
     from fakes.ray.target import RealRay
-    run_dir = tmp_path_factory.mktemp("ray-real")
-    ctx = TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), config=dict(CONFIG), control_plane={},
-                        seed=7, run_dir=run_dir)
     t = RealRay(ctx)
     sessions: list[int] = []
     marker = ""
     try:
         t.start()
-        sessions = [t.fleet.pgid, t.proc.pid]
+        sessions = [t.fleet.pgid, t.proc.pid, *(t.fleet.fakelets.pids() if t.fleet.fakelets else [])]
         marker = t.fleet.ray_tmpdir
         t.sessions, t.marker = sessions, marker
         yield t
@@ -61,6 +58,13 @@ def target(tmp_path_factory):
         left = [p for s in sessions for p in session_pids(s)] + [p for p, _ in ray_processes(marker or None)
                                                                   if marker]
         assert not left, f"processes left after stop: {left}"
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    _ray_or_fail()
+    yield from started(TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), config=dict(CONFIG), control_plane={},
+                                     seed=7, run_dir=tmp_path_factory.mktemp("ray-real")))
 
 
 def bimodal_jobs(n_small: int = 36, n_gangs: int = 8, span_s: float = 30.0, seed: int = 3) -> list[Job]:
