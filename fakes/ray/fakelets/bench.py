@@ -83,9 +83,11 @@ def _pct(values, q: float) -> float | None:
 
 
 def _sched(target, since: int) -> dict[str, float | None]:
-    """The GCS's own scheduling latency of the groups created since target.sched_ms[since]."""
-    ms = target.sched_ms[since:]
-    return {"gcs_scheduling_ms_p50": _pct(ms, 50), "gcs_scheduling_ms_p99": _pct(ms, 99)}
+    """The GCS's own latencies of the groups created since target.sched_ms[since]: scheduling, and
+    creation (request to created, incl. queueing and retries)."""
+    ms, e2e = target.sched_ms[since:], target.e2e_ms[since:]
+    return {"gcs_scheduling_ms_p50": _pct(ms, 50), "gcs_scheduling_ms_p99": _pct(ms, 99),
+            "gcs_creation_ms_p50": _pct(e2e, 50), "gcs_creation_ms_p99": _pct(e2e, 99)}
 
 
 def _loadavg() -> float:
@@ -138,14 +140,15 @@ def sustained(target, t0: float, bundles: int, seconds: float, first_id: int, cp
             "raylets_alive": target.cp.get("raylets_alive")}
 
 
-def one_size(nodes: int, bundle_counts: list[int], seconds: float, idle_s: float, syncer: str,
-             per_process: int, run_dir: Path) -> dict[str, Any]:
+def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], seconds: float, idle_s: float, syncer: str,
+             per_process: int, run_dir: Path) -> None:
+    """Fills `out` as it goes: what was measured survives an interruption."""
     from fakes.ray.target import RealRay
     cfg = {"nodes": "fakelet", "fakelet_syncer": syncer, "fakelets_per_process": per_process,
            "multi_node_strategy": "SPREAD", "single_node_strategy": "SPREAD"}
     target = RealRay(TargetContext(fleet=Fleet(nodes=nodes), config=cfg, control_plane={}, seed=0, run_dir=run_dir))
-    out: dict[str, Any] = {"nodes": nodes, "per_process": per_process, "loadavg_at_start": _loadavg(),
-                           "mem_available_mib_at_start": mem_available_mib()}
+    out.update(nodes=nodes, per_process=per_process, loadavg_at_start=_loadavg(),
+               mem_available_mib_at_start=mem_available_mib())
     t_start = time.monotonic()
     try:
         target.start()
@@ -192,7 +195,6 @@ def one_size(nodes: int, bundle_counts: list[int], seconds: float, idle_s: float
         target.stop()
         out["stop_s"] = round(time.monotonic() - t, 1)
         out["wall_s"] = round(time.monotonic() - t_start, 1)
-    return out
 
 
 def _row(cells: list[Any]) -> str:
@@ -234,6 +236,11 @@ def tables(results: list[dict[str, Any]], bundle_counts: list[int]) -> str:
     return "\n".join(sizes) + "\n\n" + "\n".join(phases)
 
 
+def _terminated(signum, frame) -> None:
+    print(f"fakelets bench: signal {signum}, stopping the fleet", file=sys.stderr, flush=True)
+    sys.exit(128 + signum)                 # the finally blocks stop the fleet and write the JSON
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fakes.ray.fakelets.bench", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,5000,10000")
@@ -257,16 +264,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--bundles: a SPREAD group of {max(bundle_counts)} bundles needs that many nodes; "
               f"the smallest --sizes is {min(sizes)}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))    # stop the fleet on the way out
+    signal.signal(signal.SIGTERM, _terminated)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     t0, results = time.monotonic(), []
     args = {"sizes": sizes, "bundles": bundle_counts, "seconds": a.seconds, "idle_s": a.idle_s,
             "syncer": a.syncer, "per_process": a.per_process}
     for n in sizes:
         run_dir = a.out.parent / f"{a.out.stem}-{n}"       # the fleet's logs and Ray's session logs
-        results.append(one_size(n, bundle_counts, a.seconds, a.idle_s, a.syncer, a.per_process, run_dir))
-        a.out.write_text(json.dumps({"args": args, "wall_s": round(time.monotonic() - t0, 1), "results": results},
-                                    indent=1) + "\n")
+        results.append({"nodes": n})
+        try:
+            one_size(results[-1], n, bundle_counts, a.seconds, a.idle_s, a.syncer, a.per_process, run_dir)
+        except BaseException as e:
+            results[-1]["error"] = f"interrupted: {type(e).__name__} {e}"
+            raise
+        finally:                                           # kept after each size, and when interrupted
+            a.out.write_text(json.dumps({"args": args, "wall_s": round(time.monotonic() - t0, 1),
+                                         "results": results}, indent=1) + "\n")
         print(json.dumps(results[-1]), flush=True)
     print(tables(results, bundle_counts))
     print(f"\nwall time {time.monotonic() - t0:.0f} s; JSON: {a.out}")
