@@ -15,7 +15,8 @@ ray-bench: ray-deps
 	$(BIN)/python -m fakes.ray.bench --nodes $(RAY_NODES)
 
 # The real GCS on fakelets (fake raylets, docs/ray-fakelets.md): boot, memory per node, GCS CPU and
-# memory, placement groups/s at 1/8/64 bundles, per fleet size. About 15 minutes at the default sizes.
+# memory, placement groups/s at 1/8/64 bundles, per fleet size. About 30 minutes at the default sizes
+# on 2 cores (the 10,000-node size is most of it).
 RAY_FAKE_SIZES ?= 1000,5000,10000
 RAY_FAKE_BUNDLES ?= 1,8,64
 ray-bench-fake: ray-deps
