@@ -137,19 +137,11 @@ def run_one(kind: str, scenario: Path, nodes: int, out: Path, seed: int | None =
             while proc.poll() is None:
                 seen.update(_descendants(proc.pid, _ps()))
                 if time.monotonic() - t0 > timeout_s:
-                    proc.send_signal(signal.SIGINT)
-                    try:
-                        proc.wait(60)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+                    _interrupt(proc)
                     break
                 time.sleep(1.0)
         except BaseException:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _interrupt(proc)
             raise
         finally:
             rc = proc.wait()
@@ -162,6 +154,15 @@ def run_one(kind: str, scenario: Path, nodes: int, out: Path, seed: int | None =
         return run
     run.update(read_run(out))
     return run
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    """Ctrl-C the run (it stops what it started and keeps what it recorded); kill it after 60 s."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _reap(seen: dict[int, tuple[str, str]]) -> dict[int, str]:
