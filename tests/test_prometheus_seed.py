@@ -1,6 +1,7 @@
 """The seed's harness queries, run by a real Prometheus against a small real kube run: the p99 of
-kube-scheduler's scheduling SLI histogram and gangstorm's own admission histogram agree with
-gangstorm's exact p99 within their buckets' resolution, and the fake DCGM exporter's
+kube-scheduler's scheduling SLI histogram (its counters since it started, which count every pod)
+and gangstorm's own admission histogram agree with gangstorm's exact p99 within their buckets'
+resolution, and the fake DCGM exporter's
 DCGM_FI_PROF_SM_ACTIVE gives the active utilization gangstorm reports (needs `make k8s-bins` and
 `make prometheus-deps`)."""
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fakes.prom import PrometheusServer, ScrapeJob
 from loadgen.exposition import BUCKET_GROWTH
 from loadgen.lifecycle import Lifecycle
 from loadgen.metrics import summarize
+from loadgen.promrun import queries
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
@@ -92,15 +94,23 @@ def test_seed_queries_agree_with_gangstorm(bins, tmp_path):
         result = summarize(rec, fleet.total_gpus, end, rec.window, {"gpu_hour_usd": 2.5})
         exact_p99 = result["admission_s"]["p99"]
         seed_p99, own_p99 = prom.query_scalar(SEED_P99), prom.query_scalar(OWN_P99)
+        kube_q = queries("kube", 300)
+        whole_p99 = prom.query_scalar(kube_q["scheduler_sli_p99_since_start_s"])
+        pods, pods_in_rate = (prom.query_scalar(kube_q[k]) for k in ("scheduler_sli_pods_since_start",
+                                                                     "scheduler_sli_pods_in_rate"))
         dcgm = prom.query_scalar(SEED_DCGM)
-        print(f"exact p99 {exact_p99:.4f} s, seed query {seed_p99:.4f} s, gangstorm histogram {own_p99:.4f} s; "
+        print(f"exact p99 {exact_p99:.4f} s, seed query {seed_p99:.4f} s ({pods_in_rate:.1f} pods seen by rate()), "
+              f"scheduler since start {whole_p99:.4f} s ({pods:.0f} pods), gangstorm histogram {own_p99:.4f} s; "
               f"active util gangstorm {result['activity']['active_util']:.4f}, DCGM query {dcgm:.4f}")
         assert result["jobs"]["finished"] == len(work)
         assert result["budgets"]["placement_to_ready"]["all"]["count"] == len(work)
         assert result["budgets"]["rendezvous"]["all"]["count"] == len(work)
-        # kube-scheduler times queue-add to bind, gangstorm intended submit to the bind it watched:
-        # within one of the scheduler's buckets (a factor of 2) of each other
-        assert exact_p99 / SCHEDULER_BUCKET_GROWTH <= seed_p99 <= exact_p99 * SCHEDULER_BUCKET_GROWTH
+        assert pods == sum(j.members for j in work)      # kube-scheduler counted every pod it bound, once
+        # kube-scheduler times first attempt to bind per pod, gangstorm intended submit to the bind
+        # it watched per gang: within one of the scheduler's buckets (a factor of 2) of each other.
+        # The seed's rate() query is not held to it: it loses each `attempts` series' first pod,
+        # which are the slowest (2.48 s against an exact 15.57 s in one CI run).
+        assert exact_p99 / SCHEDULER_BUCKET_GROWTH <= whole_p99 <= exact_p99 * SCHEDULER_BUCKET_GROWTH
         assert exact_p99 / BUCKET_GROWTH <= own_p99 <= exact_p99 * BUCKET_GROWTH
         assert dcgm == pytest.approx(result["activity"]["active_util"], abs=0.05)
     finally:
