@@ -8,7 +8,7 @@ ray-deps: $(STAMP)
 	  || { echo "ray-deps: ray is not importable from $(BIN)/python: run 'make venv'" >&2; exit 1; }
 
 ray-test: ray-deps
-	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py tests/test_ray_fakelets_calibration.py
+	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py tests/test_ray_fakelets_calibration.py tests/test_existing_ray_fakelets.py
 
 # Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
 ray-bench: ray-deps

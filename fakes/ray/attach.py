@@ -43,6 +43,16 @@ def fleet_nodes(found: dict[str, Any], existing: Existing, fleet: Fleet) -> list
     return nodes[:fleet.nodes]
 
 
+def members_check(nodes: list[dict[str, Any]], existing: Existing, starts_members: bool) -> None:
+    """ClusterRefused when the run would start member actors (startup.image) on fakelets, where
+    no worker can run (fakes/ray/fakelets/)."""
+    fake = [n for n in nodes if n.get("fakelet")]
+    if starts_members and fake:
+        raise ClusterRefused(f"ray at {existing.ray_address}: {len(fake)} of the {len(nodes)} nodes the run uses are "
+                             f"fakelets ({fake[0]['name'] or fake[0]['node_id'][:12]}, ...), where no member can "
+                             f"start; drop startup.image or attach to real raylets")
+
+
 def foreign_check(found: dict[str, Any], existing: Existing, label: str) -> dict[str, list[dict[str, Any]]]:
     """The survey split by owner; ForeignWorkloads when foreign ones exist and are not allowed."""
     split = classify(found, label)

@@ -33,6 +33,7 @@ from loadgen.model.fleet import Fleet
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD_NAME = "ray-head"                    # the resource-less head node: GCS, API server, monitor
+FAKELET_LABEL = "gangstorm.io/fakelet"   # "true" on every fakelet node (nothing can run there)
 OBJECT_STORE_BYTES = 75 * 1024 * 1024    # Ray's minimum; no objects are stored here
 
 # Inherited by every Ray process the launcher starts, and by the driver.
@@ -74,8 +75,9 @@ class RayFleet:
 
     def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
                  kind: str = "raylet", syncer: str = "node", per_process: int = 2000,
-                 gcs_config: dict[str, str] | None = None):
+                 gcs_config: dict[str, str] | None = None, ray_tmpdir: str | None = None):
         self.model = model
+        self.given_tmpdir = ray_tmpdir    # `cluster up`'s own (fakes/ray/launch.py finds stragglers by it)
         self.kind, self.syncer, self.per_process = kind, syncer, per_process
         self.fakelets: FakeletShards | None = None
         self.gcs_config = dict(gcs_config or {})     # RAY_<setting> for the head's processes only
@@ -103,8 +105,8 @@ class RayFleet:
         if importlib.util.find_spec("ray") is None:
             raise FleetError("ray is not installed in this Python: run `make venv` "
                              "(pyproject depends on ray[default])")
-        self.ray_tmpdir = tempfile.mkdtemp(prefix="gsray-", dir="/tmp")
-        os.makedirs(os.path.join(self.ray_tmpdir, "ray"))
+        self.ray_tmpdir = self.given_tmpdir or tempfile.mkdtemp(prefix="gsray-", dir="/tmp")
+        os.makedirs(os.path.join(self.ray_tmpdir, "ray"), exist_ok=True)
         logdir = Path(self.workdir or self.ray_tmpdir)
         logdir.mkdir(parents=True, exist_ok=True)
         spec = logdir / "ray-fleet-spec.json"

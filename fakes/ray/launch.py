@@ -1,5 +1,9 @@
 """`gangstorm cluster up|down|status ray`: a Ray fleet of fake-GPU raylets that outlives the command.
 
+With schedulers.ray.nodes: fakelet (`--ray-nodes fakelet`), the nodes are fakelets instead: the
+holder `python -m fakes.ray.hold` (the same RayFleet a run starts) replaces the detached launcher
+below, and stopping it stops the head and the fakelet shards alike.
+
 up() starts the fleet launcher (`python -m fakes.ray.serve SPEC --detach READY.json`) in its own
 session, with every Ray listener on 127.0.0.1 (fleet.RAY_ENV) and a short RAY_TMPDIR under /tmp,
 waits for its ready file and returns the state loadgen/cli/cluster.py keeps: the GCS address (the
@@ -22,8 +26,9 @@ import time
 from typing import Any
 
 from fakes.ray.fleet import OBJECT_STORE_BYTES, RAY_ENV, REPO, node_specs, ray_processes
+from fakes.ray.fleet_settings import fleet_settings
+from fakes.ray.hold import fleet_fields
 from fakes.ray.survey import SurveyError, survey
-from fakes.ray.target import MAX_RAYLETS, MIB_PER_RAYLET
 from fakes.real.procfs import mem_available_mib
 from fakes.real.procs import alive, session_pids, spawn, stop
 from loadgen.model.errors import BackendError, UserError
@@ -35,24 +40,36 @@ STOP_GRACE_S = 60.0
 
 def up(ctx: TargetContext, name: str) -> dict[str, Any]:
     n = ctx.fleet.nodes
-    need_mib, avail = (n + 2) * MIB_PER_RAYLET, mem_available_mib()
-    if n > MAX_RAYLETS or (avail is not None and need_mib > avail):
-        raise UserError(f"--nodes {n}: one machine holds at most {MAX_RAYLETS} raylets and {n} need ~{need_mib} MiB "
-                        f"({avail} MiB available); pass a smaller --nodes")
+    settings = fleet_settings(ctx.config, n)
+    refused = settings.capacity_error(n, mem_available_mib())
+    if refused:
+        raise UserError(f"--nodes {n}: {refused}")
     folder = ctx.run_dir
-    spec, ready, log = folder / "ray-fleet-spec.json", folder / "ray-ready.json", folder / "ray-fleet.log"
-    spec.write_text(json.dumps({"nodes": node_specs(ctx.fleet), "object_store_bytes": OBJECT_STORE_BYTES}))
+    ready, log = folder / "ray-ready.json", folder / "ray-fleet.log"
+    if settings.fake:
+        spec = folder / "ray-fakelets-spec.json"
+        spec.write_text(json.dumps({"fleet": fleet_fields(ctx.fleet), "workdir": str(folder), "syncer": settings.syncer,
+                                    "per_process": settings.per_process, "gcs_config": settings.gcs_config,
+                                    "boot_timeout_s": max(600.0, n * 0.1)}))
+        argv = [sys.executable, "-m", "fakes.ray.hold", spec, ready]
+    else:
+        spec = folder / "ray-fleet-spec.json"
+        spec.write_text(json.dumps({"nodes": node_specs(ctx.fleet), "object_store_bytes": OBJECT_STORE_BYTES}))
+        argv = [sys.executable, "-m", "fakes.ray.serve", spec, "--detach", ready]
     tmp = tempfile.mkdtemp(prefix="gsray-", dir="/tmp")     # short: Ray's unix socket paths live here
-    state: dict[str, Any] = {"launcher_pid": 0, "pids": [], "ray_tmpdir": tmp, "log": str(log)}
+    state: dict[str, Any] = {"launcher_pid": 0, "pids": [], "ray_tmpdir": tmp, "log": str(log),
+                             "nodes_kind": settings.kind}
     try:
         os.makedirs(os.path.join(tmp, "ray"))
-        proc = spawn([sys.executable, "-m", "fakes.ray.serve", spec, "--detach", ready], log=log,
-                     env={**os.environ, **RAY_ENV, "RAY_TMPDIR": tmp}, cwd=REPO)
+        proc = spawn(argv, log=log, env={**os.environ, **RAY_ENV, "RAY_TMPDIR": tmp}, cwd=REPO)
         state.update(launcher_pid=proc.pid, pids=[proc.pid])
         msg = _wait_ready(proc, ready, log)
     except BaseException:
         down(state)
         raise
+    if settings.fake:
+        state.update(shard_pids=msg["shard_pids"], fakelets={"syncer": settings.syncer, "per_process": settings.per_process,
+                                                             "gcs_load_poll_ms": settings.gcs_load_poll_ms})
     return {**state, "connect": {"--ray-address": msg["address"]}, "gcs_address": msg["address"],
             "fleet": [{"index": n["index"], "name": n["name"], "node_id": n["node_id"]} for n in msg["nodes"]]}
 
@@ -106,7 +123,10 @@ def status(state: dict[str, Any]) -> dict[str, Any]:
     procs = ray_processes(tmp) if tmp else []
     comps = {"launcher": "running" if _is_launcher(pid) else "exited",
              "gcs_server": "running" if any("gcs_server" in c.split()[0] for _, c in procs) else "exited"}
-    for n in state.get("fleet", []):
+    if state.get("nodes_kind") == "fakelet":
+        for k, shard in enumerate(state.get("shard_pids", [])):
+            comps[f"fakelet shard {k}"] = "running" if "fakes.ray.fakelets.serve" in _cmdline(shard) else "exited"
+    for n in state.get("fleet", []) if state.get("nodes_kind") != "fakelet" else []:
         comps[f"raylet {n['name']}"] = "running" if any(f"--node-name={n['name']} " in c + " " for _, c in procs) \
             else "exited"
     out: dict[str, Any] = {"components": comps, "raylet_processes": sum(1 for _, c in procs if "gcs_server" not in c)}
@@ -124,7 +144,7 @@ def status(state: dict[str, Any]) -> dict[str, Any]:
 def _is_launcher(pid: int) -> bool:
     """pid is alive and still a detached fleet launcher (not a reused pid)."""
     cmd = _cmdline(pid) if alive(pid) else ""
-    return "fakes.ray.serve" in cmd and "--detach" in cmd
+    return ("fakes.ray.serve" in cmd and "--detach" in cmd) or "fakes.ray.hold" in cmd
 
 
 def _cmdline(pid: int) -> str:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from typing import Any
 
-from fakes.ray.fleet import HEAD_NAME, RAY_ENV, REPO
+from fakes.ray.fleet import FAKELET_LABEL, HEAD_NAME, RAY_ENV, REPO
 from fakes.real.procs import stop
 
 PG_PREFIX = "gs-"            # every placement group gangstorm creates: gs-<run label>-<job id>
@@ -107,7 +107,8 @@ def read(address: str) -> dict[str, Any]:
     draining = _draining(address)
     nodes = [{"node_id": n["NodeID"], "name": n.get("NodeName") or "", "alive": bool(n.get("Alive")),
               "gpus": float(n.get("Resources", {}).get("GPU", 0)), "cpus": float(n.get("Resources", {}).get("CPU", 0)),
-              "head": n.get("NodeName") == HEAD_NAME, "draining": n["NodeID"] in draining}
+              "head": n.get("NodeName") == HEAD_NAME, "draining": n["NodeID"] in draining,
+              "fakelet": (n.get("Labels") or {}).get(FAKELET_LABEL) == "true"}
              for n in state.node_table()]
     pgs = []
     for pg_id, row in state.placement_group_table().items():

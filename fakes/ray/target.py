@@ -16,7 +16,7 @@ driver (fakes/ray/driver.py) each run in their own session, so the target works 
 gevent-patched Locust process too. All I/O here is non-blocking pipe reads in advance().
 
 Fakelets (ctx.config nodes: fakelet, fakes/ray/fakelets/): the fleet's nodes are fake raylets
-that the real GCS schedules groups on, up to MAX_FAKELETS on one machine; the driver, the head and
+that the real GCS schedules groups on, up to fleet_settings.MAX_FAKELETS on one machine; the driver, the head and
 everything above stay as they are. Nothing can run on a fakelet, so a startup section with an image
 (one actor per bundle) is refused there.
 
@@ -43,6 +43,7 @@ import numpy as np
 
 from fakes.ray import attach
 from fakes.ray.fleet import RAY_ENV, REPO, RayFleet, node_resource
+from fakes.ray.fleet_settings import fleet_settings
 from fakes.ray.pipe import ChildError, JsonPipe
 from fakes.ray.readiness import Readiness
 from fakes.ray.survey import SurveyError, classify, pg_prefix, survey
@@ -54,17 +55,6 @@ from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, ClusterRefused, TargetContext, run_label
 
-MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
-MAX_RAYLETS = 256
-MAX_FAKELETS = 20_000
-# measured at 1,000 nodes: ~0.12 MB per fakelet in its process, ~0.17 MB per node in the GCS
-# (docs/design/ray-fakelets.md (c)); rounded up
-MIB_PER_FAKELET = 0.5
-# "auto" GetResourceLoad period: Ray's 1 s up to this many fakelets, then one poll per node per
-# (nodes / this) s, i.e. about this many polls a second: a 2-core machine's Python fleet falls behind
-# the GCS's health checks at 5,000 nodes polled every second (docs/ray-fakelets.md)
-FAKELET_LOAD_POLLS_PER_S = 1000
-FAKELET_NODE_STREAMS_UP_TO = 256   # "auto": one resource-view stream per fakelet up to this many (quadratic fan-out)
 COUNTERS = ("submitted", "groups_ready", "finished", "evicted", "failed", "rescheduled", "prefill_groups",
             "prefill_misplaced", "restarted", "members_misplaced")
 
@@ -80,18 +70,11 @@ class RealRay(RealTarget):
         super().__init__(ctx)
         self.n = ctx.fleet.nodes
         self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
-        self.nodes_kind = self.cfg.get("nodes", "raylet")
-        syncer = self.cfg.get("fakelet_syncer", "auto")
-        self.fakelet_syncer = ("node" if self.n <= FAKELET_NODE_STREAMS_UP_TO else "shared") if syncer == "auto" \
-            else syncer
-        poll = self.cfg.get("gcs_load_poll_ms")
-        if poll is None:
-            poll = 1000 if self.nodes_kind == "raylet" else max(1000, round(self.n * 1000 / FAKELET_LOAD_POLLS_PER_S))
-        self.gcs_load_poll_ms = int(poll)
+        self.settings = fleet_settings(self.cfg, self.n)
+        self.nodes_kind, self.fakelet_syncer = self.settings.kind, self.settings.syncer
+        self.gcs_load_poll_ms = self.settings.gcs_load_poll_ms
         self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir, kind=self.nodes_kind, syncer=self.fakelet_syncer,
-                              per_process=int(self.cfg.get("fakelets_per_process", 2000)),
-                              gcs_config={} if self.gcs_load_poll_ms == 1000 else
-                              {"RAY_gcs_pull_resource_loads_period_milliseconds": str(self.gcs_load_poll_ms)},
+                              per_process=self.settings.per_process, gcs_config=self.settings.gcs_config,
                               boot_timeout_s=max(600.0, self.n * 0.1))   # the nodes of the base's fleet model
         self.existing = ctx.existing if ctx.existing and ctx.existing.ray_address else None
         self.label = run_label(ctx.run_id)
@@ -132,6 +115,7 @@ class RealRay(RealTarget):
             return []
         found = self._survey()
         nodes = attach.fleet_nodes(found, self.existing, self.ctx.fleet)
+        attach.members_check(nodes, self.existing, self.readiness.active)
         return attach.found_lines(found, self.existing, nodes, attach.foreign_check(found, self.existing, self.label))
 
     def _survey(self) -> dict[str, Any]:
@@ -144,17 +128,9 @@ class RealRay(RealTarget):
         if self.existing:
             self._attach()
             return
-        fake = self.nodes_kind == "fakelet"
-        most, what = (MAX_FAKELETS, "fakelets") if fake else (MAX_RAYLETS, "raylets")
-        if self.n > most:
-            raise RayTargetError(f"ray real backend: fleet.nodes={self.n} {what} is beyond what one machine "
-                                 f"holds (max {most}); pass a smaller --nodes"
-                                 + ("" if fake else " or schedulers.ray.nodes: fakelet"))
-        need_mib = int(2 * MIB_PER_RAYLET + self.n * (MIB_PER_FAKELET if fake else MIB_PER_RAYLET))
-        avail = mem_available_mib()
-        if avail is not None and need_mib > avail:
-            raise RayTargetError(f"ray real backend: {self.n} {what} need ~{need_mib} MiB, {avail} MiB "
-                                 f"available; pass a smaller --nodes")
+        refused = self.settings.capacity_error(self.n, mem_available_mib())
+        if refused:
+            raise RayTargetError(f"ray real backend: fleet.nodes={refused}")
         if self.run_dir:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -170,6 +146,7 @@ class RealRay(RealTarget):
         """Drive an existing cluster: checks as preflight, then only the driver process."""
         found = self._survey()
         nodes = attach.fleet_nodes(found, self.existing, self.ctx.fleet)
+        attach.members_check(nodes, self.existing, self.readiness.active)
         attach.foreign_check(found, self.existing, self.label)
         self.node_ids = [n["node_id"] for n in nodes]
         self.node_index = {nid: i for i, nid in enumerate(self.node_ids)}

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from loadgen.cli.common import UsageError, positive_int
 from loadgen.model.registry import SCHEDULERS
+from loadgen.overrides import OVERRIDES
 
 DEFAULT_SCENARIO = "scenarios/baseline-3x.yaml"
 
@@ -44,6 +45,10 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=("up", "down", "status"))
     p.add_argument("backend", choices=SCHEDULERS)
     p.add_argument("--nodes", type=positive_int, help="up: fake nodes (default 8)")
+    ray_nodes = OVERRIDES["ray_nodes"]
+    p.add_argument("--ray-nodes", choices=ray_nodes.choices, default=None,
+                   help="up ray: raylet (real raylets, up to 256) or fakelet (fake raylets on the real GCS, "
+                        "up to 20,000; overrides schedulers.ray.nodes)")
     p.add_argument("--name", default="default", help="several clusters of one backend side by side (default: default)")
     p.add_argument("--scenario", default=None,
                    help=f"up: the fleet shape and scheduler settings (default {DEFAULT_SCENARIO})")
@@ -54,8 +59,10 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     if not args.name.replace("-", "").isalnum() or not args.name[0].isalnum() or len(args.name) > 30:
         raise UsageError(f"--name: expected letters, digits and '-', at most 30 characters, got {args.name!r}")
-    if args.action != "up" and (args.nodes or args.scenario):
-        raise UsageError(f"--nodes/--scenario: only used with `cluster up`, got `cluster {args.action}`")
+    if args.action != "up" and (args.nodes or args.scenario or args.ray_nodes):
+        raise UsageError(f"--nodes/--scenario/--ray-nodes: only used with `cluster up`, got `cluster {args.action}`")
+    if args.ray_nodes and args.backend != "ray":
+        raise UsageError(f"--ray-nodes: only used with `cluster up ray`, got `cluster up {args.backend}`")
     return {"up": up, "down": down, "status": status}[args.action](args)
 
 
@@ -83,11 +90,12 @@ def up(args) -> int:
                              f"`gangstorm cluster down {args.backend} --name {args.name}` first")
         launch.down(old)
         shutil.rmtree(folder, ignore_errors=True)
-    scenario = load_with_overrides(args.scenario or DEFAULT_SCENARIO, nodes=args.nodes or 8)
+    scenario = load_with_overrides(args.scenario or DEFAULT_SCENARIO, nodes=args.nodes or 8, ray_nodes=args.ray_nodes)
     ctx = TargetContext(fleet=scenario.fleet(), config=scenario.scheduler_config(args.backend),
                         control_plane=scenario.section("control_plane"), seed=scenario.seed, run_dir=folder)
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"gangstorm: starting {args.backend} cluster {args.name!r}: {ctx.fleet.nodes} fake nodes x "
+    kind = " (fakelets)" if args.backend == "ray" and ctx.config.get("nodes") == "fakelet" else ""
+    print(f"gangstorm: starting {args.backend} cluster {args.name!r}{kind}: {ctx.fleet.nodes} fake nodes x "
           f"{ctx.fleet.gpus_per_node} GPUs on 127.0.0.1 (folder {folder})", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     try:

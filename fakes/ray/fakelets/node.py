@@ -22,6 +22,7 @@ from ray.core.generated import common_pb2, gcs_pb2, node_manager_pb2 as nm
 
 from fakes.ray.fakelets import wire
 from fakes.ray.fakelets.book import Book
+from fakes.ray.fleet import FAKELET_LABEL
 
 SERVICE = nm.DESCRIPTOR.services_by_name["NodeManagerService"]
 ANSWERED = ("PrepareBundleResources", "CommitBundleResources", "RemovePlacementGroupBundles",
@@ -96,7 +97,7 @@ class FakeNode:
 
     def all_labels(self) -> dict[str, str]:
         # a raylet adds its node id as a label (what bundle_label_selector pins by)
-        return {**self.labels, "ray.io/node-id": self.hex}
+        return {**self.labels, "ray.io/node-id": self.hex, FAKELET_LABEL: "true"}
 
     # -- resource view stream -------------------------------------------------------------------
     def changed(self) -> None:
