@@ -175,6 +175,7 @@ def test_the_gcs_made_no_call_a_fakelet_does_not_answer(target):
     assert stats["calls"].get("/grpc.health.v1.Health/Check", 0) > 0
     assert stats["views_sent"] > 0 and stats["syncer_messages_received"] > 0
     assert stats["loop_lag_max_s"] < 2.0
+    assert stats["gc_frozen_objects"] > 0          # the long-lived fleet is out of the collector's reach
 
 
 test_stop_leaves_no_ray_process = pytest.mark.real(on_raylets.test_stop_leaves_no_ray_process)

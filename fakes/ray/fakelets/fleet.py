@@ -12,6 +12,7 @@ stop() unregisters the nodes still alive, as raylets do on a graceful exit.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter
 from typing import Any
@@ -153,4 +154,5 @@ class FakeletFleet:
                 "calls": dict(self.calls), "unimplemented": dict(self.unimplemented),
                 "syncer": self.syncer_mode, "views_sent": self.syncer.sent if self.syncer else 0,
                 "syncer_messages_received": self.syncer.received if self.syncer else 0,
-                "loop_lag_max_s": round(self.lag_max_s, 3), "registered_s": round(self.registered_s, 3)}
+                "loop_lag_max_s": round(self.lag_max_s, 3), "registered_s": round(self.registered_s, 3),
+                "gc_frozen_objects": gc.get_freeze_count()}

@@ -11,6 +11,7 @@ node is registered, then answers one JSON command per stdin line:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -19,6 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from fakes.ray.fakelets.fleet import FakeletFleet
+
+
+def quiet_collector() -> None:
+    """The fleet's nodes, servers and books live as long as the process: moved out of the
+    collector's reach (gc.freeze), with fewer young collections, the per-call garbage is all it
+    traverses. At 2,000 fakelets in one process, idle fleet CPU went from 75/71% to 65/60% of a core
+    and the worst event-loop lag from 0.37/0.36 s to 0.11/0.28 s (two runs each of
+    `python -m fakes.ray.fakelets.bench --sizes 2000 --bundles 1 --idle-s 45 --seconds 10`,
+    docs/ray-fakelets.md).
+    GANGSTORM_FAKELET_GC=default keeps Python's collector as it is, to repeat that comparison."""
+    if os.environ.get("GANGSTORM_FAKELET_GC") == "default":
+        return
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
 async def serve(spec: dict[str, Any], out) -> int:
@@ -32,6 +48,7 @@ async def serve(spec: dict[str, Any], out) -> int:
         reply({"event": "error", "error": f"{type(e).__name__}: {e}"})
         await fleet.stop(unregister=False)
         return 1
+    quiet_collector()
     reply({"event": "ready", "pid": os.getpid(), "registered_s": round(fleet.registered_s, 3),
            "nodes": [fleet.describe(n) for n in fleet.nodes.values()]})
 

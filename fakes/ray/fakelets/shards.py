@@ -95,7 +95,7 @@ class FakeletShards:
         """Every shard's counters, summed; loop lag and registration time as the worst shard's."""
         total: dict[str, Any] = {"shards": len(self.pipes), "nodes": 0, "alive": 0, "bundles": 0, "calls": {},
                                  "unimplemented": {}, "views_sent": 0, "syncer_messages_received": 0,
-                                 "loop_lag_max_s": 0.0, "registered_s": 0.0}
+                                 "loop_lag_max_s": 0.0, "registered_s": 0.0, "gc_frozen_objects": None}
         for pipe in self.pipes:
             pipe.send({"op": "stats"})
             s = pipe.read(timeout_s)["stats"]
@@ -103,6 +103,9 @@ class FakeletShards:
                 total[key] += s[key]
             for key in ("loop_lag_max_s", "registered_s"):
                 total[key] = max(total[key], s[key])
+            frozen = s.get("gc_frozen_objects", 0)     # the least frozen shard's
+            total["gc_frozen_objects"] = frozen if total["gc_frozen_objects"] is None else \
+                min(total["gc_frozen_objects"], frozen)
             for key in ("calls", "unimplemented"):
                 for method, n in s[key].items():
                     total[key][method] = total[key].get(method, 0) + n
