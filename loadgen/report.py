@@ -85,7 +85,9 @@ def render(summary: dict) -> str:
         if fk := s.get("control_plane", {}).get("fakelets"):
             lines.append(f"  - fakelets (fake raylets, docs/ray-fakelets.md): {fk.get('nodes')} in "
                          f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end ({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
-                         f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, boot {fk.get('boot_s')} s, event-loop lag max "
+                         f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, "
+                         f"{'health checks and load polls answered by fakelet-front (Go), ' if fk.get('front') == 'go' else ''}"
+                         f"boot {fk.get('boot_s')} s, event-loop lag max "
                          f"{fk.get('loop_lag_max_s')} s, calls not answered: {fk.get('unimplemented') or 'none'}")
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "

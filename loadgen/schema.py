@@ -199,6 +199,9 @@ SCENARIO = {
             "nodes": Field(str, "raylet", choices=("raylet", "fakelet")),
             "fakelet_syncer": Field(str, "auto", choices=("auto", "node", "shared")),
             "fakelets_per_process": Field(int, 2000, lo=1, hi=20_000),
+            # who answers the GCS's health checks and load polls: python, go (fakelet-front), auto
+            # (python up to 1,000 fakelets, go above: fakes/ray/fleet_settings.py)
+            "fakelet_front": Field(str, "auto", choices=("auto", "python", "go")),
             # the GCS's GetResourceLoad period (Ray: gcs_pull_resource_loads_period_milliseconds, 1000);
             # null keeps 1000 for raylets and stretches it for large fakelet fleets (fakes/ray/target.py)
             "gcs_load_poll_ms": Field(int, None, lo=100, hi=600_000, nullable=True),

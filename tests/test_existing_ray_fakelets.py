@@ -46,7 +46,7 @@ def cluster(tmp_path_factory):
 def test_cluster_up_starts_fakelet_shards_on_loopback(cluster):
     state = cluster["state"]
     assert state["nodes_kind"] == "fakelet" and len(state["shard_pids"]) == 2 and len(state["fleet"]) == FLEET
-    assert state["fakelets"] == {"syncer": "node", "per_process": 8, "gcs_load_poll_ms": 1000}
+    assert state["fakelets"] == {"syncer": "node", "per_process": 8, "gcs_load_poll_ms": 1000, "front": "python"}
     print(f"cluster up: {FLEET} fakelets in {state['up_s']} s")
     pids = marked_processes(state["ray_tmpdir"])
     assert set(state["shard_pids"]) <= set(pids) and alive(state["launcher_pid"])

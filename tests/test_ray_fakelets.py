@@ -103,6 +103,31 @@ def test_version_grows_once_per_change_and_not_on_a_no_op():
 
 
 # -- refusals ----------------------------------------------------------------------------------
+def test_auto_settings_follow_the_fleet_size():
+    from fakes.ray.fleet_settings import fleet_settings
+    got = {n: (lambda s: (s.syncer, s.gcs_load_poll_ms, s.front, s.gcs_config))(fleet_settings({"nodes": "fakelet"}, n))
+           for n in (8, 256, 257, 1000, 1001, 10000)}
+    poll = "RAY_gcs_pull_resource_loads_period_milliseconds"
+    assert got == {8: ("node", 1000, "python", {}), 256: ("node", 1000, "python", {}),
+                   257: ("shared", 1000, "python", {}), 1000: ("shared", 1000, "python", {}),
+                   1001: ("shared", 1001, "go", {poll: "1001"}), 10000: ("shared", 10000, "go", {poll: "10000"})}
+    pinned = fleet_settings({"nodes": "fakelet", "fakelet_syncer": "node", "gcs_load_poll_ms": 1000,
+                             "fakelet_front": "python"}, 10000)
+    assert (pinned.syncer, pinned.gcs_load_poll_ms, pinned.front, pinned.gcs_config) == ("node", 1000, "python", {})
+
+
+def test_fleets_beyond_one_machine_are_refused_with_the_limit():
+    from fakes.ray.fleet_settings import fleet_settings
+    fake, real = fleet_settings({"nodes": "fakelet"}, 1), fleet_settings({"nodes": "raylet"}, 1)
+    assert fake.capacity_error(20_001, None) == ("20001 fakelets is beyond what one machine holds (max 20000); "
+                                                 "pass a smaller --nodes")
+    assert real.capacity_error(257, None) == ("257 raylets is beyond what one machine holds (max 256); pass a "
+                                              "smaller --nodes or schedulers.ray.nodes: fakelet")
+    assert fake.capacity_error(10_000, 5_000) == ("10000 fakelets need ~5400 MiB, 5000 MiB available; "
+                                                  "pass a smaller --nodes")
+    assert fake.capacity_error(20_000, None) is None and real.capacity_error(64, 64 * 200 + 400) is None
+
+
 def test_members_on_fakelets_are_refused_in_one_line():
     from fakes.ray.target import RealRay
     ctx = TargetContext(fleet=Fleet(nodes=4), config={"nodes": "fakelet"}, control_plane={}, seed=0,

@@ -75,8 +75,10 @@ class RayFleet:
 
     def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
                  kind: str = "raylet", syncer: str = "node", per_process: int = 2000,
-                 gcs_config: dict[str, str] | None = None, ray_tmpdir: str | None = None):
+                 gcs_config: dict[str, str] | None = None, ray_tmpdir: str | None = None,
+                 front: str | None = None):
         self.model = model
+        self.front = front                # fakelets: fakelet-front's path, or None (Python servers)
         self.given_tmpdir = ray_tmpdir    # `cluster up`'s own (fakes/ray/launch.py finds stragglers by it)
         self.kind, self.syncer, self.per_process = kind, syncer, per_process
         self.fakelets: FakeletShards | None = None
@@ -131,7 +133,7 @@ class RayFleet:
         if self.kind == "fakelet":
             try:
                 self.fakelets = FakeletShards(self.address, specs, self.syncer, self.per_process, logdir,
-                                              {**os.environ, **self.env()}).start(self.boot_timeout_s)
+                                              {**os.environ, **self.env()}, self.front).start(self.boot_timeout_s)
             except BaseException:
                 self.stop()
                 raise

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from loadgen.model.errors import UserError
+
 MAX_RAYLETS = 256
 MIB_PER_RAYLET = 200          # measured PSS per raylet with its two agents: ~150 MiB (docs/ray.md)
 MAX_FAKELETS = 20_000
@@ -18,6 +20,10 @@ MIB_PER_FAKELET = 0.5
 # the GCS's health checks at 5,000 nodes polled every second (docs/ray-fakelets.md)
 FAKELET_LOAD_POLLS_PER_S = 1000
 FAKELET_NODE_STREAMS_UP_TO = 256   # "auto": one resource-view stream per fakelet up to this many (quadratic fan-out)
+# "auto" front: Python's own gRPC servers up to this many fakelets (the size the fakelets were
+# calibrated and run at, docs/ray-fakelets.md), fakelet-front above: at 10,000 nodes the Python
+# servers spend about a core on health checks and load polls alone
+FAKELET_PYTHON_FRONT_UP_TO = 1000
 
 
 @dataclass(frozen=True)
@@ -27,10 +33,21 @@ class FleetSettings:
     per_process: int             # fakelets per process
     gcs_load_poll_ms: int
     gcs_config: dict[str, str] = field(default_factory=dict)   # RAY_<setting> for the head's processes
+    front: str = "python"        # fakelets: python (grpc.aio servers) | go (fakelet-front answers health and load)
 
     @property
     def fake(self) -> bool:
         return self.kind == "fakelet"
+
+    def front_binary(self) -> str | None:
+        """fakelet-front's path with front go (UserError, one line, when it is not built), else None."""
+        if not self.fake or self.front != "go":
+            return None
+        from fakes.ray.fakelets.front import binary_path, missing_message
+        path = binary_path()
+        if not path.exists():
+            raise UserError(missing_message(path))
+        return str(path)
 
     def capacity_error(self, nodes: int, avail_mib: int | None) -> str | None:
         """Why one machine cannot hold this fleet, or None."""
@@ -53,6 +70,9 @@ def fleet_settings(cfg: dict, nodes: int) -> FleetSettings:
     if poll is None:
         poll = 1000 if kind == "raylet" else max(1000, round(nodes * 1000 / FAKELET_LOAD_POLLS_PER_S))
     poll = int(poll)
+    front = cfg.get("fakelet_front", "auto")
+    if front == "auto":
+        front = "python" if nodes <= FAKELET_PYTHON_FRONT_UP_TO else "go"
     return FleetSettings(kind=kind, syncer=syncer, per_process=int(cfg.get("fakelets_per_process", 2000)),
-                         gcs_load_poll_ms=poll,
+                         gcs_load_poll_ms=poll, front=front,
                          gcs_config={} if poll == 1000 else {"RAY_gcs_pull_resource_loads_period_milliseconds": str(poll)})

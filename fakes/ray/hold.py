@@ -52,7 +52,8 @@ def hold(spec_path: str, ready_path: str) -> int:
         spec = json.loads(Path(spec_path).read_text())
         fleet = RayFleet(fleet_from(spec["fleet"]), workdir=Path(spec["workdir"]), kind="fakelet",
                          syncer=spec["syncer"], per_process=spec["per_process"], gcs_config=spec["gcs_config"],
-                         ray_tmpdir=os.environ["RAY_TMPDIR"], boot_timeout_s=spec["boot_timeout_s"])
+                         ray_tmpdir=os.environ["RAY_TMPDIR"], boot_timeout_s=spec["boot_timeout_s"],
+                         front=spec.get("front"))
         fleet.start()
         stop = threading.Event()
         for sig in STOP_SIGNALS:

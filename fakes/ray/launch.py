@@ -50,6 +50,7 @@ def up(ctx: TargetContext, name: str) -> dict[str, Any]:
         spec = folder / "ray-fakelets-spec.json"
         spec.write_text(json.dumps({"fleet": fleet_fields(ctx.fleet), "workdir": str(folder), "syncer": settings.syncer,
                                     "per_process": settings.per_process, "gcs_config": settings.gcs_config,
+                                    "front": settings.front_binary(),
                                     "boot_timeout_s": max(600.0, n * 0.1)}))
         argv = [sys.executable, "-m", "fakes.ray.hold", spec, ready]
     else:
@@ -69,7 +70,8 @@ def up(ctx: TargetContext, name: str) -> dict[str, Any]:
         raise
     if settings.fake:
         state.update(shard_pids=msg["shard_pids"], fakelets={"syncer": settings.syncer, "per_process": settings.per_process,
-                                                             "gcs_load_poll_ms": settings.gcs_load_poll_ms})
+                                                             "gcs_load_poll_ms": settings.gcs_load_poll_ms,
+                                                             "front": settings.front})
     return {**state, "connect": {"--ray-address": msg["address"]}, "gcs_address": msg["address"],
             "fleet": [{"index": n["index"], "name": n["name"], "node_id": n["node_id"]} for n in msg["nodes"]]}
 

@@ -75,6 +75,7 @@ class RealRay(RealTarget):
         self.gcs_load_poll_ms = self.settings.gcs_load_poll_ms
         self.fleet = RayFleet(ctx.fleet, workdir=self.run_dir, kind=self.nodes_kind, syncer=self.fakelet_syncer,
                               per_process=self.settings.per_process, gcs_config=self.settings.gcs_config,
+                              front=self.settings.front_binary(),
                               boot_timeout_s=max(600.0, self.n * 0.1))   # the nodes of the base's fleet model
         self.existing = ctx.existing if ctx.existing and ctx.existing.ray_address else None
         self.label = run_label(ctx.run_id)
@@ -484,7 +485,7 @@ class RealRay(RealTarget):
         if isinstance(stats.get("alive"), int) and alive is not None:
             # nodes the GCS declared dead while their fakelet was answering: the fleet fell behind
             stats["false_deaths"] = max(0, stats["alive"] - alive)
-        return {"fakelets": {"syncer": self.fakelet_syncer, "processes": len(shards.procs),
+        return {"fakelets": {"syncer": self.fakelet_syncer, "front": self.settings.front, "processes": len(shards.procs),
                              "gcs_load_poll_ms": self.gcs_load_poll_ms,
                              "boot_s": round(shards.boot_s, 2), "head_boot_s": round(self.fleet.head_boot_s, 2),
                              **stats}}

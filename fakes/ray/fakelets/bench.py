@@ -2,7 +2,7 @@
 and placement groups per second at 1, 8 and 64 bundles.
 
     python -m fakes.ray.fakelets.bench --sizes 1000,5000,10000 --bundles 1,8,64 [--seconds 20]
-        [--syncer auto|node|shared] [--per-process N] [--out FILE]
+        [--syncer auto|node|shared] [--per-process N] [--front python|go] [--out FILE]
 
 Per size, one fleet: the head (GCS) boots, the fakelets register, the fleet idles for --idle-s
 (CPU of the GCS, the fakelet processes and the driver over that window), then per bundle count B:
@@ -141,13 +141,13 @@ def sustained(target, t0: float, bundles: int, seconds: float, first_id: int, cp
 
 
 def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], seconds: float, idle_s: float, syncer: str,
-             per_process: int, run_dir: Path) -> None:
+             per_process: int, run_dir: Path, front: str = "python") -> None:
     """Fills `out` as it goes: what was measured survives an interruption."""
     from fakes.ray.target import RealRay
-    cfg = {"nodes": "fakelet", "fakelet_syncer": syncer, "fakelets_per_process": per_process,
+    cfg = {"nodes": "fakelet", "fakelet_syncer": syncer, "fakelets_per_process": per_process, "fakelet_front": front,
            "multi_node_strategy": "SPREAD", "single_node_strategy": "SPREAD"}
     target = RealRay(TargetContext(fleet=Fleet(nodes=nodes), config=cfg, control_plane={}, seed=0, run_dir=run_dir))
-    out.update(nodes=nodes, per_process=per_process, loadavg_at_start=_loadavg(),
+    out.update(nodes=nodes, per_process=per_process, front=front, loadavg_at_start=_loadavg(),
                mem_available_mib_at_start=mem_available_mib())
     t_start = time.monotonic()
     try:
@@ -164,17 +164,17 @@ def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], seconds:
         _wait(target, t0, lambda es: target.cp.get("raylets_alive") == nodes, 120)
         out["gcs_alive_after_s"] = round(time.monotonic() - t0, 1)
         out["warm_up_groups_per_s"] = published(target, t0, 1, 1_000_000)["groups_per_s"]   # not measured
-        procs = {"gcs": lambda: [gcs], "fleet": shards.pids, "driver": lambda: [target.proc.pid]}
+        procs = {"gcs": lambda: [gcs], "fleet": shards.all_pids, "driver": lambda: [target.proc.pid]}
         cpu = CpuWindow(procs)
         time.sleep(idle_s)
-        fleet_mem, gcs_mem = memory_kib(shards.pids()), memory_kib([gcs])
+        fleet_mem, gcs_mem = memory_kib(shards.all_pids()), memory_kib([gcs])
         out["idle"] = {**cpu.stop(), "seconds": idle_s, "loadavg": _loadavg(),
                        "fleet_pss_mib": round(fleet_mem["pss_kib"] / 1024, 1),
                        "fleet_rss_mib": round(fleet_mem["rss_kib"] / 1024, 1),
                        "fleet_pss_kib_per_node": round(fleet_mem["pss_kib"] / nodes, 1),
                        "gcs_pss_mib": round(gcs_mem["pss_kib"] / 1024, 1),
                        "gcs_pss_kib_per_node": round(gcs_mem["pss_kib"] / nodes, 1),
-                       "gcs_fds": _fds(gcs), "fleet_fds": sum(_fds(p) or 0 for p in shards.pids())}
+                       "gcs_fds": _fds(gcs), "fleet_fds": sum(_fds(p) or 0 for p in shards.all_pids())}
         jid = 1
         for b in bundle_counts:
             pub = published(target, t0, b, jid)
@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-s", type=float, default=10.0, help="idle window for CPU and memory")
     p.add_argument("--syncer", default="auto", choices=("auto", "node", "shared"))
     p.add_argument("--per-process", type=int, default=2000, help="fakelets per process")
+    p.add_argument("--front", default="python", choices=("python", "go"),
+                   help="who answers health checks and load polls (schedulers.ray.fakelet_front)")
     p.add_argument("--out", type=Path, default=Path("results/ray-fakelets/bench.json"))
     a = p.parse_args(argv)
     try:
@@ -268,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     t0, results = time.monotonic(), []
     args = {"sizes": sizes, "bundles": bundle_counts, "seconds": a.seconds, "idle_s": a.idle_s,
-            "syncer": a.syncer, "per_process": a.per_process}
+            "syncer": a.syncer, "per_process": a.per_process, "front": a.front}
     for n in sizes:
         run_dir = a.out.parent / f"{a.out.stem}-{n}"       # the fleet's logs and Ray's session logs
         results.append({"nodes": n})
         try:
-            one_size(results[-1], n, bundle_counts, a.seconds, a.idle_s, a.syncer, a.per_process, run_dir)
+            one_size(results[-1], n, bundle_counts, a.seconds, a.idle_s, a.syncer, a.per_process, run_dir, a.front)
         except BaseException as e:
             results[-1]["error"] = f"interrupted: {type(e).__name__} {e}"
             raise

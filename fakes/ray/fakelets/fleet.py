@@ -15,11 +15,13 @@ import asyncio
 import gc
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import grpc
 from ray.core.generated import common_pb2, gcs_service_pb2 as gs
 
+from fakes.ray.fakelets.front import Front
 from fakes.ray.fakelets.node import FakeNode
 from fakes.ray.fakelets.syncer import Syncer
 
@@ -38,8 +40,9 @@ def _rpc(channel: grpc.aio.Channel, name: str, request_type, reply_type):
 
 
 class FakeletFleet:
-    def __init__(self, gcs_address: str, specs: list[dict[str, Any]], syncer: str):
+    def __init__(self, gcs_address: str, specs: list[dict[str, Any]], syncer: str, front: str | None = None):
         self.gcs_address, self.syncer_mode = gcs_address, syncer
+        self.front = Front(Path(front), self._answer) if front else None
         self.syncer: Syncer | None = None
         self.calls: Counter = Counter()
         self.unimplemented: Counter = Counter()
@@ -56,6 +59,10 @@ class FakeletFleet:
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.front is not None:
+            await self.front.start()
+            for node in self.nodes.values():
+                node.front = self.front
         self._channel = grpc.aio.insecure_channel(self.gcs_address)
         try:
             reply = await _rpc(self._channel, "GetClusterId", gs.GetClusterIdRequest, gs.GetClusterIdReply)(
@@ -129,9 +136,21 @@ class FakeletFleet:
             await self.syncer.close()
         if self._channel is not None:
             await self._channel.close()
+        if self.front is not None:
+            await self.front.stop()
         return done
 
     # -- what the fleet reports ------------------------------------------------------------------
+    async def _answer(self, index: int, method: str, data: bytes) -> tuple[int, bytes]:
+        return await self.nodes[index].answer(method, data)
+
+    async def all_calls(self) -> dict[str, int]:
+        """The calls answered here and, with a front, the ones it answered itself."""
+        calls = Counter(self.calls)
+        if self.front is not None and self.front.proc is not None:
+            calls.update(await self.front.calls())
+        return dict(calls)
+
     def _changed(self, node: FakeNode) -> None:
         if self.syncer is not None and node.alive:
             self.syncer.changed(node)

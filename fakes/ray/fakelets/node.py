@@ -45,6 +45,7 @@ class FakeNode:
         self.index, self.name = index, name
         self.resources, self.labels = dict(resources), dict(labels)
         self.calls, self.unimplemented, self.on_change = calls, unimplemented, on_change
+        self.front = None        # a front.Front: it holds the listener and answers health and load
         self.node_id = b""
         self.book = Book(resources)
         self.server: grpc.aio.Server | None = None
@@ -64,6 +65,11 @@ class FakeNode:
         self.node_id = os.urandom(28)
         self.book = Book(self.resources)
         self._load = (-1, b"")
+        if self.front is not None:
+            self.port = await self.front.open(self.index, port)
+            self.front.set_load(self.index, self.load_bytes())
+            self.alive = True
+            return
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.server.add_generic_rpc_handlers((_Router(self),))
         try:
@@ -79,6 +85,8 @@ class FakeNode:
         """As a SIGKILLed raylet: the port closes and the stream breaks; the GCS finds out through
         failed health checks."""
         self.alive = False
+        if self.front is not None:
+            await self.front.close(self.index)
         if self.server:
             await self.server.stop(0)
             self.server = None
@@ -101,6 +109,8 @@ class FakeNode:
 
     # -- resource view stream -------------------------------------------------------------------
     def changed(self) -> None:
+        if self.front is not None and self.alive:
+            self.front.set_load(self.index, self.load_bytes())
         self.on_change(self)
 
     def view(self) -> "wire.RaySyncMessage":
@@ -133,6 +143,9 @@ class FakeNode:
         return nm.ReleaseUnusedBundlesReply()
 
     async def GetResourceLoad(self, req, ctx) -> bytes:
+        return self.load_bytes()
+
+    def load_bytes(self) -> bytes:
         # The GCS reads only the load (none here: no task ever queues on a fakelet).
         if self._load[0] != self.book.version:
             self._load = (self.book.version, nm.GetResourceLoadReply(resources=gcs_pb2.ResourcesData(
@@ -159,6 +172,20 @@ class FakeNode:
 
     async def health_check(self, req: bytes, ctx) -> bytes:
         return wire.SERVING if self.alive else wire.NOT_SERVING
+
+
+    async def answer(self, method: str, data: bytes) -> tuple[int, bytes]:
+        """A call the front forwarded: (gRPC status code, reply bytes), as _Router would answer it."""
+        self.calls[method] += 1
+        if method == wire.HEALTH_CHECK:
+            return 0, await self.health_check(data, None)
+        name = method[len(wire.NODE_MANAGER):] if method.startswith(wire.NODE_MANAGER) else ""
+        if name not in self.handlers:
+            self.unimplemented[method] += 1
+            return grpc.StatusCode.UNIMPLEMENTED.value[0], b""
+        decode, encode = _CODECS[name]
+        reply = await self.handlers[name](decode(data) if decode else data, None)
+        return 0, encode(reply) if encode else reply
 
 
 class _Router(grpc.GenericRpcHandler):

@@ -1,7 +1,7 @@
 """One fakelet process: `python -m fakes.ray.fakelets.serve SPEC.json`, in its own session.
 
-SPEC: {"gcs": "127.0.0.1:PORT", "syncer": "node"|"shared", "nodes": [{"index", "name", "resources",
-"labels", "port"}]}. Replies {"event":"ready","nodes":[{index,name,node_id,port}],...} once every
+SPEC: {"gcs": "127.0.0.1:PORT", "syncer": "node"|"shared", "front": null | PATH of fakelet-front,
+"nodes": [{"index", "name", "resources", "labels", "port"}]}. Replies {"event":"ready","nodes":[{index,name,node_id,port}],...} once every
 node is registered, then answers one JSON command per stdin line:
   {"op":"kill","node":I}     -> {"ok":true,"node_id":H,"t":MONOTONIC}
   {"op":"restart","node":I}  -> {"ok":true,"node":{index,name,node_id,port}}
@@ -41,7 +41,7 @@ async def serve(spec: dict[str, Any], out) -> int:
     def reply(msg: dict[str, Any]) -> None:
         out.write(json.dumps(msg, separators=(",", ":")) + "\n")
 
-    fleet = FakeletFleet(spec["gcs"], spec["nodes"], spec.get("syncer", "shared"))
+    fleet = FakeletFleet(spec["gcs"], spec["nodes"], spec.get("syncer", "shared"), spec.get("front"))
     try:
         await fleet.start()
     except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the session
@@ -72,7 +72,7 @@ async def serve(spec: dict[str, Any], out) -> int:
             elif op == "restart":
                 reply({"ok": True, "node": await fleet.recover(int(msg["node"]))})
             elif op == "stats":
-                reply({"ok": True, "stats": fleet.stats()})
+                reply({"ok": True, "stats": {**fleet.stats(), "calls": await fleet.all_calls()}})
             else:
                 reply({"ok": False, "error": f"unknown op {op!r}"})
         except Exception as e:  # noqa: BLE001

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes.ray.pipe import ChildError, JsonPipe
-from fakes.real.procs import spawn, stop_child
+from fakes.real.procs import session_pids, spawn, stop_child
 
 REPO = Path(__file__).resolve().parents[3]
 PORT_BASE = 12000          # node i listens on PORT_BASE + i when free: below the ephemeral range
@@ -39,8 +39,9 @@ def fakelet_specs(node_specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class FakeletShards:
     def __init__(self, gcs_address: str, node_specs: list[dict[str, Any]], syncer: str, per_process: int,
-                 workdir: Path, env: dict[str, str]):
+                 workdir: Path, env: dict[str, str], front: str | None = None):
         self.gcs_address, self.syncer, self.workdir, self.env = gcs_address, syncer, Path(workdir), env
+        self.front = front          # fakelet-front's path (schedulers.ray.fakelet_front: go), or None
         specs = fakelet_specs(node_specs)
         per = max(1, int(per_process))
         self.slices = [specs[i:i + per] for i in range(0, len(specs), per)]
@@ -54,13 +55,19 @@ class FakeletShards:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
+    def all_pids(self) -> list[int]:
+        """The shards and what runs in their sessions (fakelet-front with front go): what the
+        fleet costs in CPU, memory and file descriptors."""
+        return [p for s in self.pids() for p in session_pids(s)]
+
     def start(self, timeout_s: float = 600.0) -> "FakeletShards":
         t0 = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for k, part in enumerate(self.slices):
                 spec = self.workdir / f"fakelets-{k}.json"
-                spec.write_text(json.dumps({"gcs": self.gcs_address, "syncer": self.syncer, "nodes": part}))
+                spec.write_text(json.dumps({"gcs": self.gcs_address, "syncer": self.syncer, "front": self.front,
+                                             "nodes": part}))
                 log = self.workdir / f"fakelets-{k}.log"
                 proc = spawn([sys.executable, "-m", "fakes.ray.fakelets.serve", spec], env=self.env, cwd=REPO,
                              pipes=True, stderr_log=log)
