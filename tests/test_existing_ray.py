@@ -137,6 +137,18 @@ def _down(env: dict[str, str], state: dict, name: str = "default") -> list[str]:
     return left
 
 
+def _up(flags: list[str], env: dict[str, str], state: dict, timeout: float = 600) -> None:
+    """`cluster up ray FLAGS --json`; `state` is filled even when it fails (from the state file,
+    when `up` got that far), so that the caller's finally can bring the cluster down."""
+    r = _run(_gangstorm() + ["cluster", "up", "ray", *flags, "--json"], env, timeout)
+    name = flags[flags.index("--name") + 1] if "--name" in flags else "default"
+    state_file = Path(env["GANGSTORM_CLUSTERS_DIR"]) / f"ray-{name}" / "state.json"
+    if state_file.exists():
+        state.update(json.loads(state_file.read_text()))
+    assert r.returncode == 0, f"cluster up failed ({r.returncode}): {r.stderr[-2000:]}"
+    state.update(json.loads(r.stdout))
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     _ray_or_fail()
@@ -144,12 +156,7 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(home)}
     state: dict = {}
     try:
-        r = _run(_gangstorm() + ["cluster", "up", "ray", "--nodes", str(NODES), "--json"], env, 600)
-        state_file = home / "ray-default" / "state.json"
-        if state_file.exists():
-            state = json.loads(state_file.read_text())
-        assert r.returncode == 0, f"cluster up failed ({r.returncode}): {r.stderr[-2000:]}"
-        state = json.loads(r.stdout)
+        _up(["--nodes", str(NODES)], env, state)
         address = state["connect"]["--ray-address"]
         made = _run([sys.executable, "-c", MAKE_FOREIGN, address], {**os.environ, **RAY_ENV}, 180)
         assert made.returncode == 0, f"could not create the foreign placement group: {made.stderr[-2000:]}"
@@ -266,9 +273,7 @@ def test_cluster_down_after_the_launcher_was_killed(tmp_path):
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp_path)}
     state: dict = {}
     try:
-        r = _run(_gangstorm() + ["cluster", "up", "ray", "--nodes", "2", "--name", "crashed", "--json"], env, 600)
-        assert r.returncode == 0, r.stderr[-2000:]
-        state = json.loads(r.stdout)
+        _up(["--nodes", "2", "--name", "crashed"], env, state)
         os.kill(state["launcher_pid"], signal.SIGKILL)
         r = _run(_gangstorm() + ["cluster", "status", "ray", "--name", "crashed"], env, 120)
         assert r.returncode == 3 and "DOWN" in r.stdout and "launcher: exited" in r.stdout, r.stdout

@@ -14,7 +14,7 @@ from fakes.ray.launch import marked_processes
 from fakes.ray.survey import survey
 from fakes.real.procfs import listeners
 from fakes.real.procs import alive
-from test_existing_ray import NODES, SCENARIO, _down, _gangstorm, _ray_or_fail, _run, _scenario
+from test_existing_ray import NODES, SCENARIO, _down, _gangstorm, _ray_or_fail, _run, _scenario, _up
 
 pytestmark = pytest.mark.real
 
@@ -30,13 +30,7 @@ def cluster(tmp_path_factory):
     try:
         scenario = home / "shards.yaml"
         scenario.write_text(SCENARIO + "schedulers:\n  ray: {fakelets_per_process: 8}\n")
-        r = _run(_gangstorm() + ["cluster", "up", "ray", "--ray-nodes", "fakelet", "--nodes", str(FLEET),
-                                 "--scenario", str(scenario), "--json"], env, 300)
-        state_file = home / "ray-default" / "state.json"
-        if state_file.exists():
-            state = json.loads(state_file.read_text())
-        assert r.returncode == 0, f"cluster up failed ({r.returncode}): {r.stderr[-2000:]}"
-        state = json.loads(r.stdout)
+        _up(["--ray-nodes", "fakelet", "--nodes", str(FLEET), "--scenario", str(scenario)], env, state, 300)
         yield {"env": env, "state": state, "address": state["connect"]["--ray-address"], "home": home}
     finally:
         left = _down(env, state)
@@ -105,10 +99,7 @@ def test_cluster_down_after_the_holder_was_killed(tmp_path):
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp_path)}
     state: dict = {}
     try:
-        r = _run(_gangstorm() + ["cluster", "up", "ray", "--ray-nodes", "fakelet", "--nodes", "4", "--name",
-                                 "crashed", "--json"], env, 300)
-        assert r.returncode == 0, r.stderr[-2000:]
-        state = json.loads(r.stdout)
+        _up(["--ray-nodes", "fakelet", "--nodes", "4", "--name", "crashed"], env, state, 300)
         os.kill(state["launcher_pid"], signal.SIGKILL)
         r = _run(_gangstorm() + ["cluster", "status", "ray", "--name", "crashed"], env, 120)
         assert r.returncode == 3 and "DOWN" in r.stdout and "launcher: exited" in r.stdout, r.stdout

@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from fakes.ray.detached import run_detached
 from fakes.ray.fleet import RayFleet
 from loadgen.model.fleet import Fleet
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
 
 def fleet_fields(fleet: Fleet) -> dict[str, Any]:
     """The Fleet model as JSON (what hold.py rebuilds it from)."""
@@ -37,43 +33,25 @@ def fleet_from(spec: dict[str, Any]) -> Fleet:
 
 
 def hold(spec_path: str, ready_path: str) -> int:
-    def write(msg: dict[str, Any]) -> None:
-        tmp = Path(ready_path + ".tmp")
-        tmp.write_text(json.dumps(msg) + "\n")
-        os.replace(tmp, ready_path)
-
-    def interrupt(*_: Any) -> None:          # a stop signal while booting aborts the boot
-        raise KeyboardInterrupt
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, interrupt)
     fleet = None
-    try:
+
+    def boot() -> dict[str, Any]:
+        nonlocal fleet
         spec = json.loads(Path(spec_path).read_text())
         fleet = RayFleet(fleet_from(spec["fleet"]), workdir=Path(spec["workdir"]), kind="fakelet",
                          syncer=spec["syncer"], per_process=spec["per_process"], gcs_config=spec["gcs_config"],
                          ray_tmpdir=os.environ["RAY_TMPDIR"], boot_timeout_s=spec["boot_timeout_s"],
                          front=spec.get("front"))
         fleet.start()
-        stop = threading.Event()
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, lambda *_: stop.set())
-        shards = fleet.fakelets
-        write({"event": "ready", "address": fleet.address, "pid": os.getpid(), "shard_pids": shards.pids(),
-               "head_boot_s": round(fleet.head_boot_s, 1), "boot_s": round(fleet.boot_s, 1),
-               "nodes": [{"index": n["index"], "name": n["name"], "node_id": n["node_id"]} for n in fleet.nodes]})
-        while not stop.wait(1.0):
-            pass
-        return 0
-    except BaseException as e:  # noqa: BLE001 - reported to `cluster up`, which stops what is left
-        write({"event": "error", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
-        return 1
-    finally:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)       # the stop itself is not interrupted
+        return {"event": "ready", "address": fleet.address, "shard_pids": fleet.fakelets.pids(),
+                "head_boot_s": round(fleet.head_boot_s, 1), "boot_s": round(fleet.boot_s, 1),
+                "nodes": [{"index": n["index"], "name": n["name"], "node_id": n["node_id"]} for n in fleet.nodes]}
+
+    def shutdown() -> None:
         if fleet is not None:
             fleet.stop()
         print("ray_fakelet_hold: stopped", file=sys.stderr)
+    return run_detached(ready_path, boot, shutdown)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from fakes.ray.detached import run_detached
 from fakes.ray.fleet import HEAD_NAME
 from fakes.real.procfs import processes
 from fakes.real.procs import session_pids
@@ -131,36 +131,18 @@ class Launcher:
 
 def serve_detached(spec_path: str, ready_path: str) -> int:
     """Boot, write the ready message to ready_path, run until a stop signal, shut down."""
-    def write(msg: dict[str, Any]) -> None:
-        tmp = Path(ready_path + ".tmp")
-        tmp.write_text(json.dumps(msg) + "\n")
-        os.replace(tmp, ready_path)
-
-    def interrupt(*_: Any) -> None:          # a stop signal while booting aborts the boot
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, interrupt)
     launcher = None
-    try:
+
+    def boot() -> dict[str, Any]:
+        nonlocal launcher
         launcher = Launcher(json.loads(Path(spec_path).read_text()))
-        ready = launcher.boot()
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda *_: stop.set())
-        write({**ready, "pid": os.getpid()})
-        while not stop.wait(1.0):
-            pass
-        return 0
-    except BaseException as e:  # noqa: BLE001 - reported to `cluster up`, which stops the session
-        write({"event": "error", "error": f"{type(e).__name__}: {e}"})
-        return 1
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)       # the shutdown itself is not interrupted
+        return launcher.boot()
+
+    def shutdown() -> None:
         if launcher is not None:
             launcher.cluster.shutdown()
         print("ray_fleet: stopped", file=sys.stderr)
+    return run_detached(ready_path, boot, shutdown)
 
 
 def serve(spec_path: str) -> int:
