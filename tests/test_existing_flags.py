@@ -84,7 +84,8 @@ def test_the_run_label_is_a_short_label_value_that_keeps_the_unique_tail():
 
 def test_cluster_usage_errors_are_one_line(tmp_path):
     env = {"GANGSTORM_CLUSTERS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    refused(gangstorm("cluster", "down", "kube", "--nodes", "4", env=env), "--nodes/--scenario: only used with `cluster up`")
+    refused(gangstorm("cluster", "down", "kube", "--nodes", "4", env=env),
+            "--nodes/--scenario/--ray-nodes: only used with `cluster up`")
     refused(gangstorm("cluster", "up", "kube", "--name", "a b", env=env), "--name: expected letters, digits and '-'")
     r = gangstorm("cluster", "status", "slurm", env=env)
     assert r.returncode == 3 and r.stdout.strip() == "slurm cluster 'default': not up"
