@@ -173,18 +173,26 @@ class FakeNode:
     async def health_check(self, req: bytes, ctx) -> bytes:
         return wire.SERVING if self.alive else wire.NOT_SERVING
 
-
-    async def answer(self, method: str, data: bytes) -> tuple[int, bytes]:
-        """A call the front forwarded: (gRPC status code, reply bytes), as _Router would answer it."""
+    def route(self, method: str) -> tuple[Callable, Callable | None, Callable | None] | None:
+        """The handler for a gRPC method and its request decoder and reply encoder (None: bytes
+        as they are), or None when a fakelet does not answer it; every call and every unanswered
+        one is counted by name."""
         self.calls[method] += 1
         if method == wire.HEALTH_CHECK:
-            return 0, await self.health_check(data, None)
+            return self.health_check, None, None
         name = method[len(wire.NODE_MANAGER):] if method.startswith(wire.NODE_MANAGER) else ""
-        if name not in self.handlers:
-            self.unimplemented[method] += 1
+        if name in self.handlers:
+            return (self.handlers[name], *_CODECS[name])
+        self.unimplemented[method] += 1
+        return None
+
+    async def answer(self, method: str, data: bytes) -> tuple[int, bytes]:
+        """A call the front forwarded: (gRPC status code, reply bytes), as the server would answer it."""
+        found = self.route(method)
+        if found is None:
             return grpc.StatusCode.UNIMPLEMENTED.value[0], b""
-        decode, encode = _CODECS[name]
-        reply = await self.handlers[name](decode(data) if decode else data, None)
+        handler, decode, encode = found
+        reply = await handler(decode(data) if decode else data, None)
         return 0, encode(reply) if encode else reply
 
 
@@ -193,16 +201,8 @@ class _Router(grpc.GenericRpcHandler):
         self.node = node
 
     def service(self, details):
-        method = details.method
-        node = self.node
-        node.calls[method] += 1
-        if method == wire.HEALTH_CHECK:
-            return grpc.unary_unary_rpc_method_handler(node.health_check)
-        if method.startswith(wire.NODE_MANAGER):
-            name = method[len(wire.NODE_MANAGER):]
-            if name in node.handlers:
-                decode, encode = _CODECS[name]
-                return grpc.unary_unary_rpc_method_handler(node.handlers[name], request_deserializer=decode,
-                                                           response_serializer=encode)
-        node.unimplemented[method] += 1
-        return None
+        found = self.node.route(details.method)
+        if found is None:
+            return None
+        handler, decode, encode = found
+        return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=decode, response_serializer=encode)
