@@ -31,11 +31,11 @@ workload:
     small:
       share: 0.9
       shapes: [{members: 1, gpus: 1, weight: 0.7}, {members: 1, gpus: 8, weight: 0.3}]
-      duration_s: {median: 60, sigma: 0.5, max: 300}
+      duration_s: {median: 20, sigma: 0.5, max: 100}
     large:
       share: 0.1
       shapes: [{members: 2, gpus: 8, weight: 1}]
-      duration_s: {median: 60, sigma: 0.5, max: 300}
+      duration_s: {median: 20, sigma: 0.5, max: 100}
 slo: {admission_p99_s: 2}
 ceiling: {jobs: 30, max_points: 2, precision: 0.5}
 """
