@@ -83,8 +83,10 @@ def test_slow_target_keeps_schedule_and_measures_queueing(tmp_path, run_locust):
     s = json.loads((out / "summary.json").read_text())["schedulers"]["kube"]
     assert s["jobs"]["submitted"] == n and s["jobs"]["admitted"] == n, s["jobs"]
     late = s["generator_lateness_wall_s"]
-    # sends keep their schedule although every call queues behind the previous ones
-    assert late["p99"] < 0.05 and late["max"] < 0.25, late
+    # sends keep their schedule although every call queues behind the previous ones: a closed loop
+    # would be seconds late by the end (the ~8 s queue below); the bounds leave room for a GC pause
+    # or a busy CI core, not for lateness that grows with the queue
+    assert late["p99"] < 0.1 and late["max"] < 1.0, late
     # ... and the latency from the scheduled time includes the queue: job i waits for i earlier jobs
     # (about i x (service - 1/rate)), so the last ones wait ~ n x 0.025 s = 8 s
     adm = s["admission_s"]

@@ -27,7 +27,7 @@ CI_SCENARIO = """\
 name: ray-fakelets-calibration-ci
 seed: 2027
 duration_h: 0.75
-drain_h: 0.1
+drain_h: 0.2
 warmup_h: 0.1
 sample_every_s: 30
 fleet:
@@ -96,7 +96,8 @@ def test_both_fleets_admit_every_job_of_the_same_trace(calibration):
     assert runs["raylet"]["jobs"] == runs["fakelet"]["jobs"], "the same scenario and seed: the same jobs"
     assert runs["raylet"]["jobs"]["all"] >= 60
     for kind, r in runs.items():
-        # a gang or two can still wait for whole free nodes when the 6 s drain ends (measured: 0-2)
+        # a gang or two can still wait for whole free nodes when the drain ends (measured 0-2 with a 6 s
+        # drain; the drain is 12 s now, so a slower machine's later gangs still count)
         never = r["never_admitted"].get("all", 0)
         assert never <= 0.03 * r["jobs"]["all"], f"{kind}: never admitted {r['never_admitted']}"
         assert r["control_plane"]["raylets_alive"] == NODES, (kind, r["control_plane"])

@@ -37,8 +37,9 @@ CONTAINER_S = 0.5
 IMAGE = ImageSpec(image_gb=1, node_pull_gbps=4, registry_gbps=8, container_start_s=CONTAINER_S)
 # What a member's real start may add on top of the model: Ray starts a Python worker process per
 # actor, and here they compete for two cores. Measured (load 0.5-4): 0.5-0.8 s for one worker
-# alone, 1.0-2.9 s for four starting together (docs/ray.md); the bound leaves room for a busier machine.
-WORKER_START_BOUND_S = 5.0
+# alone, 1.0-2.9 s for four starting together (docs/ray.md). The bound is ~3x the worst measured:
+# the CI machine runs this between other real-backend tests, and its load is not this one's.
+WORKER_START_BOUND_S = 8.0
 CLOCK_SLACK_S = 0.005          # monotonic <-> epoch conversions between the processes
 
 
