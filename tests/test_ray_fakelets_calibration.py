@@ -1,15 +1,17 @@
 """Fakelets calibrated against real raylets at CI size: the same trace, admission within a band.
 
-One real-raylet run and one fakelet run of CI_SCENARIO (8 nodes, about 45 s of arrivals, ~110 jobs)
+One real-raylet run and one fakelet run of CI_SCENARIO (8 nodes, about 45 s of arrivals, 189 jobs)
 through the real CLI, by fakes/ray/fakelets/calibrate.py's own functions, then the fakelet
-admission distribution is held to CI_BAND. The band was measured at this size (3 runs of each kind
-at loadavg 37-76, 2 of each booted, every raylet/fakelet pair compared alone, 4 pairs:
-results/ray-fakelets-calibration/8n-ci-r3/; share within 1 s differs by -0.01..0.02, p90 ratio
-0.76-1.10, p50 0.67-1.61, p99 1.24-1.51, KS D 0.09-0.11) with about 4x margin: it bounds the
-figures the GCS's own behaviour sets, the share of groups admitted within 1 s (the GCS's 1 s Tick
-separates groups placed on the first try from those that waited a retry) and the p50 and p90, and
-the KS statistic of the whole distribution. p99 and above are single gang waits at this sample size
-and are not asserted.
+admission distribution is held to CI_BAND: the share of groups admitted within 1 s, overall and
+for small jobs. That share is what the GCS's own behaviour sets (its 1 s Tick separates groups
+placed on the first try from those that waited a retry). Measured at this size (3 runs of each
+kind at loadavg 37-76, every raylet/fakelet pair compared alone, 4 pairs:
+results/ray-fakelets-calibration/8n-ci-r3/): it differs by -0.015..0.022.
+
+Quantiles are not asserted here. p99 and above are single gang waits at this sample size, and the
+p90 sits between the two modes (87-93% of groups are admitted within 1 s), so it jumps between a
+sub-second and a multi-second wait: four pairs gave p90 ratios 0.76-1.10, a CI run 0.46 with the
+within-1 s shares 0.868 vs 0.925. The quantile band is the 32-node `make ray-calibrate-fake`'s.
 """
 from __future__ import annotations
 
@@ -60,9 +62,9 @@ workload:
 slo:
   admission_p99_s: 600
 """
-# Measured at this size (see the module docstring); fake/real of one pair of runs.
-CI_BAND = {"all": {"ratio": {"p90": (0.5, 2.0)}, "within_1s_diff": 0.08},
-           "small": {"within_1s_diff": 0.08}}
+# Measured at this size (see the module docstring); fake/real of one pair of runs. 0.08 is ~4x the
+# widest of the four measured pairs; one CI run, alone on its machine, gave 0.058 overall.
+CI_BAND = {"all": {"within_1s_diff": 0.08}, "small": {"within_1s_diff": 0.08}}
 
 
 @pytest.fixture(scope="module")
