@@ -87,13 +87,12 @@ def stop_once_recording(p, out, sig):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"])
 def test_a_run_stopped_at_random_moments_keeps_a_consistent_folder(tmp_path, sig):
     rng = random.Random(20261203 + int(sig))
-    states = []
     for k in range(14):
         out = tmp_path / f"run{k}"
         p = start(out)
         after = rng.uniform(0.0, 2.8)
         err = stop(p, sig, after)
-        states.append(check_folder(out, sig, p.returncode, err, after))
+        check_folder(out, sig, p.returncode, err, after)
     # Random moments alone missed an outcome when CI's machine started faster than this one, so
     # the two ends that the random moments may miss are also taken on purpose.
     out = tmp_path / "at-once"
@@ -104,7 +103,6 @@ def test_a_run_stopped_at_random_moments_keeps_a_consistent_folder(tmp_path, sig
     p = start(out)
     err = stop_once_recording(p, out, sig)
     assert check_folder(out, sig, p.returncode, err, 1.0) == "partial"
-    assert set(states) - {"none", "startup", "partial", "complete"} == set(), states
     leftovers = [f.name for f in tmp_path.iterdir() if f.name.startswith(".")]
     assert sig == signal.SIGKILL or leftovers == []
 
