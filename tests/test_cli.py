@@ -91,7 +91,7 @@ def test_a_real_backend_that_cannot_start_is_one_line_and_keeps_the_run_folder(t
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     # `gangstorm profile show | head -1`: the rest of the output meets a closed pipe. The pipe is
     # shrunk to one page first: the output (~18 KB) fits a default 64 KiB pipe, and a child that
-    # wrote it all before the reader closed would exit 0 (2 runs in 40 here).
+    # wrote it all before the reader closed would exit 0 (5 runs in 180 here).
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
     p = subprocess.Popen([sys.executable, "-m", "loadgen.cli.main", "profile", "show"], cwd=ROOT,
