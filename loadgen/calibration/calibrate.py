@@ -74,6 +74,16 @@ def with_values(profile: Profile, values: dict[tuple[str, str], float]) -> Profi
     return p
 
 
+def remeasured(profile: Profile, name: str, case: Case, result: dict) -> Profile:
+    """The profile with the component costs one real run measured itself (its fitted values kept).
+
+    A twin on it predicts that run's admission tail from the machine as it was during the run: the
+    measured costs (apiserver latency, scheduler attempt time, sdiag cycles, GCS latency) move with
+    the machine's load and speed, while what was fitted (observation and release lags, mechanisms)
+    should not. Admission itself is not an input, so the comparison stays a prediction."""
+    return with_values(profile, {k: v for k, (v, _) in measure.extract(name, [(case, result)]).items()})
+
+
 def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
     cases = matrix(opts.scenarios, opts.scales[name], opts.held_out_scale[name], opts.held_out_scenario)
     real = real_results(name, cases, opts, progress)

@@ -1,0 +1,51 @@
+"""The component costs read off real runs' own metrics, and a profile re-measured from one run."""
+import pytest
+
+from loadgen.calibration.calibrate import remeasured
+from loadgen.calibration.cases import Case
+from loadgen.calibration.measure import extract, line
+from loadgen.profile import load as load_profile
+
+
+def kube_result(attempt_ms: float, create_ms: float, bind_ms: float) -> dict:
+    return {"control_plane": {"scheduler": {"attempt_ms_mean": attempt_ms},
+                              "apiserver": {"request_ms_mean": {"create_pod": create_ms, "bind_pod": bind_ms}},
+                              "etcd_object_bytes": {"pod": 2000.0, "node": 2828.0, "lease": 513.0}}}
+
+
+def test_a_line_through_two_scales_splits_a_fixed_and_a_per_node_cost():
+    assert line([32, 64], [10.0, 12.0]) == pytest.approx((8.0, 0.0625))
+
+
+def test_one_scale_gives_the_whole_cost_as_fixed():
+    assert line([32], [5.9]) == (5.9, 0.0)
+
+
+def test_kube_attempt_cost_splits_over_fleet_sizes_and_apiserver_latency_is_the_median():
+    runs = [(Case("s.yaml", 32, "fit"), kube_result(10.0, 4.0, 3.0)),
+            (Case("s.yaml", 64, "fit"), kube_result(12.0, 6.0, 2.0)),
+            (Case("s.yaml", 64, "fit"), kube_result(12.0, 20.0, 1.0))]
+    m = extract("kube", runs)
+    assert m[("kube", "cycle_base_ms")][0] == pytest.approx(8.0)
+    assert m[("kube", "cycle_per_node_us")][0] == pytest.approx(62.5)
+    assert m[("control_plane", "create_ms")][0] == 6.0
+    assert m[("control_plane", "write_ms")][0] == 2.0
+    assert m[("control_plane", "node_bytes")][0] == 2828.0
+
+
+def test_a_profile_remeasured_from_one_run_takes_its_costs_and_keeps_what_was_fitted():
+    local = load_profile("local")
+    here = remeasured(local, "kube", Case("s.yaml", 32, "fit"), kube_result(5.9, 4.4, 3.0))
+    assert here.params["kube"]["cycle_base_ms"].value == 5.9
+    assert here.params["kube"]["cycle_per_node_us"].value == 0.0
+    assert here.params["control_plane"]["create_ms"].value == 4.4
+    assert here.params["control_plane"]["write_ms"].value == 3.0
+    for fitted in ("observe_ms", "release_ms"):
+        assert here.params["kube"][fitted].value == local.params["kube"][fitted].value
+    assert local.params["control_plane"]["create_ms"].value != 4.4     # the shipped profile is untouched
+
+
+def test_a_run_without_component_metrics_leaves_the_profile_as_it_was():
+    local = load_profile("local")
+    here = remeasured(local, "volcano", Case("s.yaml", 32, "fit"), {"control_plane": {}})
+    assert here.params == local.params
