@@ -76,7 +76,7 @@ def check_folder(out, sig, code, err, after_s):
 
 
 def stop_once_recording(p, out, sig):
-    """Stop the run the moment its folder exists: the mid-run outcome, whatever the machine's speed.
+    """Stop the run the moment summary.json exists: the mid-run outcome, whatever the machine's speed.
     Returns stderr and how long after the start the signal went."""
     started = time.monotonic()
     while time.monotonic() - started < 30 and not (out / "summary.json").exists():
