@@ -129,7 +129,7 @@ def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_no
     assert r.returncode == 0, r.stderr[-3000:]
     kube = json.loads((out / "summary.json").read_text())["schedulers"]["kube"]
     cp = kube["control_plane"]
-    assert kube["jobs"]["admitted"] > 20 and cp["evictions"] >= 1
+    assert kube["jobs"]["rejected"] == 0 and kube["jobs"]["admitted"] > 20 and cp["evictions"] >= 1
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
     assert kube["placement"]["gangs_placed"] >= 1 and kube["placement"]["leaves_spanned"]["max"] == 1 and kube["placement"]["cross_leaf_gpu_hours"] == 0
     assert cp["foreign_pods"] == 1 and cp["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
@@ -177,6 +177,7 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
                       "--node-selector", "type=kwok", "--time-scale", "120", "--quiet", "--out", str(out), env=env)
         assert r.returncode == 0, r.stderr[-3000:]
         vc = json.loads((out / "summary.json").read_text())["schedulers"]["volcano"]
+        assert vc["jobs"]["rejected"] == 0, vc["jobs"]          # every tenant's queue was valid and created
         assert vc["jobs"]["admitted"] > 20 and vc["control_plane"]["evictions"] >= 1
         assert vc["control_plane"]["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0,
                                                       "volcano_jobs": 0, "volcano_queues": 0}
@@ -200,7 +201,7 @@ def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_
     s = json.loads((out / "summary.json").read_text())
     kube = s["schedulers"]["kube"]
     assert s["complete"] is True and s["locust"]["workers"] == 2 and s["locust"]["mode"] == "one-target"
-    assert kube["jobs"]["submitted"] == 70 and kube["jobs"]["admitted"] > 20
+    assert kube["jobs"]["submitted"] == 70 and kube["jobs"]["rejected"] == 0 and kube["jobs"]["admitted"] > 20
     cp = kube["control_plane"]
     assert cp["pod_watches"] == 1 and cp["nodes"] == 4        # one watch, the whole fleet, one scheduler
     assert cp["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}

@@ -212,6 +212,30 @@ def test_vcjob_is_one_gang_task_with_restart_on_eviction():
     assert "capability" not in t.queue_body(gang(1, "b", 1, 1, 1, 0), "q-b")["spec"]
 
 
+def test_queue_names_stay_valid_and_distinct_when_the_run_label_leaves_little_room():
+    """On an existing cluster a queue is gs-<run label>-<tenant>; a plain cut at 60 characters
+    ended one tenant's name on '-', and the apiserver refused that queue and all its jobs (422)."""
+    import re
+    from fakes.volcano.target import dns_name
+    label = "gs-20261205-004054-existing-small-f1b4a7"
+    pearson, scott = dns_name(f"{label}-pearson-moreno-and-pittm"), dns_name(f"{label}-scott-howard-and-vaughn")
+    assert pearson == "gs-20261205-004054-existing-small-f1b4a7-pearson-mo-f6cc45e2"
+    assert dns_name(f"{label}-pearson-moreno-and-smith") != pearson        # same 60-character prefix
+    rfc1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+    for name in (pearson, scott, dns_name("a" * 61), dns_name("x-" * 40)):
+        assert len(name) <= 60 and rfc1123.fullmatch(name), name
+    assert dns_name("Team A/B") == "team-a-b" and dns_name("---") == "q" and dns_name("a" * 60) == "a" * 60
+
+
+def test_a_tenant_of_any_spelling_becomes_a_valid_pod_label():
+    from fakes.kube.pods import L_TENANT, job_labels, label_value
+    assert label_value("Team A/B (vision)") == "Team-A-B-vision"
+    assert label_value("ml-" * 30) == "ml-" * 20 + "ml"          # cut at 63, never ending on '-'
+    assert label_value("pearson-moreno-and-pittm") == "pearson-moreno-and-pittm"
+    assert label_value("--") == ""                                 # an empty value is a valid one
+    assert job_labels(gang(1, "a b", 1, 1, 1, 0))[L_TENANT] == "a-b"
+
+
 def test_session_histogram_from_prometheus_text():
     from fakes.volcano.metrics import scheduler_figures
     text = "\n".join([

@@ -10,6 +10,7 @@ after the job's (time-scaled) duration through the KWOK stage driven by the
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -36,8 +37,18 @@ def vcjob_name(job_id: int) -> str:
     return f"g{job_id}"
 
 
+NAME_MAX = 60
+
+
 def dns_name(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:60] or "q"
+    """A valid Queue name (RFC 1123: [a-z0-9-], ends alphanumeric) of at most NAME_MAX characters.
+    A longer one keeps a digest of the whole text, so tenants that share a long prefix (or a run
+    label that leaves little room) still get a queue each and the cut never ends on '-'."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "q"
+    if len(clean) <= NAME_MAX:
+        return clean
+    digest = hashlib.sha1(clean.encode()).hexdigest()[:8]
+    return f"{clean[:NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
 
 
 class RealVolcano(RealKubeFamily):
