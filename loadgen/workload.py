@@ -38,7 +38,7 @@ class WorkloadInfo:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:24] or "tenant"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:24].rstrip("-") or "tenant"
 
 
 def tenant_names(n: int, seed: int) -> list[str]:

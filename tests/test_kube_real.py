@@ -66,6 +66,10 @@ def drive(target, jobs, until_s, stop_when=None, tick=0.05):
         time.sleep(tick)
 
 
+# Tenants as a trace may name them: a label value allows neither spaces nor '/' nor 70 characters.
+TENANTS = ("t0", "Team A/B (vision)", "ml-" * 30)
+
+
 def bimodal(n, seed=3, t0=0.0):
     rng = np.random.default_rng(seed)
     jobs = []
@@ -80,7 +84,7 @@ def bimodal(n, seed=3, t0=0.0):
             dur = float(rng.uniform(1.0, 3.0))
         else:                     # large gang: 8-16 whole nodes
             members, gpm, dur = int(rng.integers(8, 17)), 8, float(rng.uniform(3.0, 6.0))
-        jobs.append(Job(id=i, tenant=f"t{i % 3}", queue="default", cls="small" if members < 8 else "large",
+        jobs.append(Job(id=i, tenant=TENANTS[i % 3], queue="default", cls="small" if members < 8 else "large",
                         members=members, gpus_per_member=gpm, duration_s=dur, submit_s=t,
                         min_available=members, cpus_per_member=4))
     return jobs

@@ -7,6 +7,7 @@ resourceVersion, a fresh list after an error; each change reaches `post(t, type,
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -23,8 +24,15 @@ COMPLETE_AFTER = "gangstorm.io/complete-after"   # read by kwok-config/stages.ya
 STARTUP, READY_AFTER = "gangstorm.io/startup", "gangstorm.io/ready-after"
 
 
+def label_value(text: str) -> str:
+    """text as a valid label value: [A-Za-z0-9._-], at most 63 characters, alphanumeric at both
+    ends. A trace's tenant may be any string; an invalid value makes the apiserver refuse the pod."""
+    cut = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cut)
+
+
 def job_labels(job: Job) -> dict[str, str]:
-    return {"app.kubernetes.io/managed-by": "gangstorm", L_JOB: str(job.id), L_TENANT: job.tenant[:63]}
+    return {"app.kubernetes.io/managed-by": "gangstorm", L_JOB: str(job.id), L_TENANT: label_value(job.tenant)}
 
 
 def go_duration(seconds: float) -> str:
