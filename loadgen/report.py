@@ -33,6 +33,7 @@ def render(summary: dict) -> str:
             f"| {_fmt(a['p50'], 2)} | {_fmt(a['p99'], 1)} | {_fmt(a['p999'], 1)} ({a['count']:,}) | {_fmt(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
             f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {_fmt(s['cost_per_million_gpu_hours'], 0)} |")
+    lines += refusal_lines(summary)
     lines += ["", "Admission by class (p50 / p99 / p99.9 seconds, count):", ""]
     classes = sorted({c for s in summary["schedulers"].values() for c in s["by_class"]})
     lines.append("| scheduler | " + " | ".join(classes) + " |")
@@ -95,6 +96,35 @@ def render(summary: dict) -> str:
               "failures) / GPU-hours allocated, measured in the run; "
               "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
     return "\n".join(lines)
+
+
+REFUSALS_HEAD = "Jobs refused or failed (not in the admission figures; jobs.csv `reason` names each):"
+
+
+def refusals(summary: dict) -> list[tuple[str, str, list[str]]]:
+    """Per scheduler that lost jobs to a refusal or a failure: (name, the counts by reason, the
+    cluster's first words for each reason where the backend kept them). The tails stand on admitted
+    jobs only, so a run that lost a share of its jobs this way must say so next to them."""
+    out = []
+    for name, s in summary["schedulers"].items():
+        jobs = s["jobs"]
+        if not jobs.get("rejected", 0) + jobs.get("failed", 0):
+            continue
+        reasons = ", ".join(f"{r or 'no reason'} x{n:,}" for r, n in sorted((s.get("failure_reasons") or {}).items(),
+                                                                            key=lambda kv: (-kv[1], kv[0])))
+        head = (f"{jobs.get('rejected', 0):,} rejected and {jobs.get('failed', 0):,} failed of "
+                f"{jobs['submitted']:,} submitted ({reasons})")
+        first = [f"first {r}: {m}" for r, m in sorted(((s.get("control_plane") or {}).get("first_refusal") or {}).items())]
+        out.append((name, head, first))
+    return out
+
+
+def refusal_lines(summary: dict) -> list[str]:
+    lines = []
+    for name, head, first in refusals(summary):
+        lines.append(f"- **{name}**: {head}")
+        lines += [f"  - {f}" for f in first]
+    return ["", REFUSALS_HEAD, ""] + lines if lines else []
 
 
 BUDGET_NAMES = {"admission": "admission", "placement_to_ready": "placement-to-ready",

@@ -36,6 +36,18 @@ def test_run_writes_summary_jobs_and_report(tmp_path):
     assert f"results: {tmp_path}/summary.json" in r.stdout
 
 
+def test_jobs_lost_to_refusals_are_named_on_stderr_as_well(tmp_path):
+    """A --quiet run or a CI log shows what summary.md says: jobs the cluster refused, by reason."""
+    r = gangstorm("run", "scenarios/etcd-quota.yaml", "--nodes", "2000", "--schedulers", "kube,slurm", "--out",
+                  str(tmp_path), "--quiet")
+    assert r.returncode == 0, r.stderr
+    kube = json.loads((tmp_path / "summary.json").read_text())["schedulers"]["kube"]["jobs"]
+    assert kube["failed"] > 0                    # the quota fills at hour 2: creates refused, given up
+    lost = [ln for ln in r.stderr.splitlines() if "failed of" in ln]
+    assert lost == [f"gangstorm: kube: 0 rejected and {kube['failed']:,} failed of {kube['submitted']:,} submitted "
+                    f"(etcd-nospace x{kube['failed']:,})"]                # slurm keeps no state in etcd: no line
+
+
 def test_trace_export_then_replay_gives_the_same_jobs(tmp_path):
     trace = tmp_path / "t.jsonl"
     r = gangstorm("trace", "export", "scenarios/baseline-3x.yaml", str(trace), "--nodes", "200")

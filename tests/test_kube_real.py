@@ -217,6 +217,7 @@ def test_etcd_quota_nospace_then_recovery(bins, tmp_path):
         assert failed and failed[0].reason == "etcd-nospace", events
         assert not by_kind(events, Kind.SUBMITTED)
         assert target.figures.get("create_refused_etcd-nospace", 0) >= 2
+        assert "database space exceeded" in target.figures["first_refusal"]["etcd-nospace"]   # the apiserver's words
 
         target.chaos(ChaosAction(0, "etcd_recover", {}), now())
         _wait(target, start, lambda ev: "etcd_recover" in target.figures, 120)

@@ -220,6 +220,31 @@ def test_a_partial_run_without_jobs_csv_still_gets_a_report_that_says_so(run_dir
     assert "lists no scheduler yet" in build(empty).read_text()
 
 
+def test_jobs_the_cluster_refused_are_named_beside_the_tails_with_its_first_words(run_dir, tmp_path):
+    """The tails stand on admitted jobs only: a run that lost jobs to refusals says how many, why,
+    and what the apiserver said, in summary.md and report.html alike."""
+    from loadgen.report import render
+    d = tmp_path / "refused"
+    shutil.copytree(run_dir, d)
+    summary = json.loads((d / "summary.json").read_text())
+    vc = summary["schedulers"]["volcano"]
+    vc["jobs"].update(rejected=49, failed=2)
+    vc["failure_reasons"] = {"etcd-nospace": 2, "api-422": 49}
+    vc["control_plane"]["first_refusal"] = {"api-422": 'Queue "gs-a-" is invalid: metadata.name: Invalid value'}
+    (d / "summary.json").write_text(json.dumps(summary))
+    lines = render(summary).splitlines()
+    at = lines.index("Jobs refused or failed (not in the admission figures; jobs.csv `reason` names each):")
+    submitted = vc["jobs"]["submitted"]
+    assert lines[at + 2:at + 4] == [
+        f"- **volcano**: 49 rejected and 2 failed of {submitted:,} submitted (api-422 x49, etcd-nospace x2)",
+        '  - first api-422: Queue "gs-a-" is invalid: metadata.name: Invalid value']
+    assert lines[at + 4] == ""                          # no other scheduler lost a job in this run
+    html = build(d).read_text()
+    assert f"49 rejected and 2 failed of {submitted:,} submitted (api-422 x49, etcd-nospace x2)" in html
+    assert "first api-422: Queue &quot;gs-a-&quot; is invalid" in html
+    assert "Jobs refused or failed" not in build(run_dir).read_text()   # nothing refused: nothing said
+
+
 def test_a_ceiling_folder_gets_its_curve_with_the_slo_line(tmp_path):
     pts = lambda ms, slo: [{"churn_multiplier": m, "jobs": 800, "p99_s": 0.5 * m, "p999_s": 0.6 * m, "never_admitted": 0,
                             "slo_met": 0.5 * m <= slo, "sustained": True, "met": 0.5 * m <= slo, "load": {"x": m / 20},

@@ -19,7 +19,7 @@ import numpy as np
 
 from fakes.kube import metrics as kube_metrics
 from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
-from fakes.kube.refusal import reason_of, retryable
+from fakes.kube.refusal import retryable
 from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
@@ -116,7 +116,7 @@ class RealKube(RealKubeFamily):
         except Exception as e:
             if getattr(e, "status", None) != 409:
                 if not self._stop.is_set():
-                    self._post(self._create_failed, self.clock.now(), job_id, name, body, reason_of(e))
+                    self._post(self._create_failed, self.clock.now(), job_id, name, body, self._note_refusal(e))
                 return
         self._post(self._created, self.clock.now(), job_id, name)
 

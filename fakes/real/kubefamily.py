@@ -41,7 +41,7 @@ from fakes.kube.attached import AttachedCluster, foreign_pods, pods_by_node
 from fakes.kube.cluster import ClusterSpec, KubeCluster, create_nodes, get_text, node_body, ready_nodes
 from fakes.kube.pods import (COMPLETE_AFTER, GPU, READY_AFTER, STARTUP, PodView, PodWatch, go_duration, job_labels,
                              pod_spec)
-from fakes.kube.refusal import reason_of, retryable
+from fakes.kube.refusal import message_of, reason_of, retryable
 from fakes.real.base import RealTarget
 from fakes.real.procs import signals_held
 from loadgen.model.events import Event, Kind
@@ -438,6 +438,13 @@ class RealKubeFamily(RealTarget):
 
     def _count(self, key: str, n: float = 1) -> None:
         self.figures[key] = self.figures.get(key, 0) + n
+
+    def _note_refusal(self, exc: Exception) -> str:
+        """The refusal's reason; the first message of each reason is kept for the summary (pool
+        threads call this: setdefault on a dict is atomic under the GIL)."""
+        reason = reason_of(exc)
+        self.figures.setdefault("first_refusal", {}).setdefault(reason, message_of(exc))
+        return reason
 
     # --- observation (caller's thread) ---------------------------------------------------------------
     def _observe(self, now: float) -> None:

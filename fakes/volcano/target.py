@@ -21,7 +21,6 @@ from typing import Any
 
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
-from fakes.kube.refusal import reason_of
 from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
@@ -202,7 +201,7 @@ class RealVolcano(RealKubeFamily):
                                 _request_timeout=TIMEOUT))
         except Exception as e:
             if not self._stop.is_set():
-                self._post(self._rejected, self.clock.now(), job_id, reason_of(e))
+                self._post(self._rejected, self.clock.now(), job_id, self._note_refusal(e))
 
     def _rejected(self, t: float, job_id: int, reason: str) -> None:
         gang = self.gangs.get(job_id)

@@ -97,4 +97,7 @@ def main(args) -> int:
     print((out / "summary.md").read_text())
     page = ", report.html" if (out / "report.html").exists() else ""
     print(f"results: {out}/summary.json, summary.md, jobs.csv, timeseries.csv{page}")
+    from loadgen.report import refusals
+    for name, head, first in refusals(summary):      # on stderr too: --quiet runs and CI logs see it
+        print(f"gangstorm: {name}: {head}" + (f"; {first[0]}" if first else ""), file=sys.stderr)
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.html.data import CeilingData, RunData, chaos_events, cp_columns
 from loadgen.html.fmt import cell, num, text
+from loadgen.report import REFUSALS_HEAD, refusals
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;padding:16px 24px;color:#1b1b1b}
@@ -102,6 +103,11 @@ def render_run(data: RunData) -> str:
                     f"nearest-rank quantiles over admitted jobs (n); never-admitted jobs are counted beside them. "
                     f"SLO: p99 &lt;= {text(num(slo.get('admission_p99_s')))} s and at most 1% never admitted. "
                     f"Scheduling tax is a fraction of allocated GPU-hours.</p>")
+        if lost := refusals(s):
+            body.append(f'<p class="missing">{text(REFUSALS_HEAD)}</p><ul>' + "".join(
+                f"<li><b>{text(n)}</b>: {text(head)}" + ("<ul>" + "".join(f"<li>{text(f)}</li>" for f in first)
+                                                          + "</ul>" if first else "") + "</li>"
+                for n, head, first in lost) + "</ul>")
     else:
         body.append(_missing(data.notes.get("run", "no scheduler results")))
     body.append("</section>")
