@@ -196,7 +196,7 @@ def test_a_run_next_to_a_foreign_job_never_touches_it(cluster, tmp_path):
     print(f"attached run: {time.monotonic() - t0:.1f} s wall")
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((out / "summary.json").read_text())["schedulers"]["slurm"]
-    assert res["backend"] == "real" and res["jobs"]["admitted"] >= 10, res["jobs"]
+    assert res["backend"] == "real" and res["jobs"]["rejected"] == 0 and res["jobs"]["admitted"] >= 10, res["jobs"]
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
     assert res["placement"]["gangs_placed"] >= 1 and res["placement"]["leaves_spanned"]["max"] == 1 and res["placement"]["cross_leaf_gpu_hours"] == 0
     cp = res["control_plane"]

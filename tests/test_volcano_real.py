@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loadgen.model.fleet import Fleet
@@ -131,6 +132,44 @@ def test_evicted_member_restarts_the_whole_job(volcano):
     cp = target.control_plane()
     assert cp["restarts"] >= 1 and cp["restart_to_readmission_s"]["n"] >= 1
     assert cp["session_ms"]["count"] > 0, cp
+
+
+@pytest.mark.real
+def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_idle_fleet(volcano):
+    """Three 12-node gangs in three queues arrive together on 32 idle nodes. Two would fit; none
+    runs: proportion water-fills 256 GPUs over three requests of 96 (deserved 85.3 each), a task
+    is allocatable only while its queue stays within deserved, so each gang stops at 10 of 12
+    members and gang discards it, every session, for as long as all three wait (compare
+    volcano-sh/volcano#4460). The simulated Volcano, given the same three gangs, does the same.
+    Last before the stop test: the three stay pending and would shift later tests' shares."""
+    from simkit import sim
+    target, _ = volcano
+    d = Driver(target)
+    ids = (401, 402, 403)
+    for i, tenant in zip(ids, ("share-a", "share-b", "share-c")):
+        d.submit(gang(i, tenant, members=12, gpus=8, duration_s=5, submit_s=d.now()))
+    sessions0, end = target.control_plane()["session_ms"]["count"], d.now() + 15
+    d.until(lambda: d.now() > end, 30, "15 s")
+    assert target.control_plane()["session_ms"]["count"] >= sessions0 + 20      # 0.5 s period: ~30 sessions
+    assert [e for e in d.events if e.job_id in ids and e.kind in (Kind.BOUND, Kind.ADMITTED)] == []
+    assert target.snapshot(d.now()).running_jobs == 0                 # the fleet stayed idle throughout
+    groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")
+    why = sorted(c.get("message", "") for g in groups["items"] if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
+                 for c in g.get("status", {}).get("conditions", []))
+    # vc-scheduler's own words: 10 members within 85.3 GPUs deserved, the last 2 not allocatable
+    assert len(why) == 3 and all(m.endswith("12 Pending, 12 minAvailable; Pending: 10 Schedulable, 2 Unschedulable")
+                                 for m in why), why
+
+    twin_jobs = [gang(i, t, members=12, gpus=8, duration_s=5, submit_s=0.0)
+                 for i, t in zip(range(3), ("share-a", "share-b", "share-c"))]
+    _, rec, events = sim("volcano", twin_jobs, nodes=NODES, end=600, leaf_size=NODES)
+    assert [e for e in events if e.kind in (Kind.BOUND, Kind.ADMITTED)] == [] and rec.admit.size == 3
+    # 5 s apart instead, two run at once (each queue's request is all it holds) and the third
+    # runs when the first finishes (its queue's request drops to 0)
+    _, rec, _ = sim("volcano", [gang(i, t, 12, 8, 30, submit_s=5.0 * i) for i, t in
+                                zip(range(3), ("share-a", "share-b", "share-c"))], nodes=NODES, end=600, leaf_size=NODES)
+    admitted = rec.admit
+    assert admitted[1] < admitted[0] + 30 < admitted[2]
 
 
 @pytest.mark.real
