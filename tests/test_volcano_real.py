@@ -173,6 +173,24 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
 
 
 @pytest.mark.real
+def test_a_full_etcd_fails_the_job_as_kube_and_the_twin_do_with_the_apiservers_words(volcano):
+    """etcd past its quota refuses the Job create; the client retries, gives up, and the job
+    FAILS (etcd-nospace), as on kube and in the simulated control plane, not REJECTED. Runs after
+    the others: etcd stays full until the stop test."""
+    target, _ = volcano
+    d = Driver(target)
+    quota = 512 * 1024**2
+    d.events += target.chaos(ChaosAction(t=d.now(), kind="etcd_fill",
+                                         params={"bytes": 2 * quota, "object_bytes": 900 * 1024}), d.now())
+    d.until(lambda: "etcd_fill" in target.figures, 180, "etcd filled")
+    assert target.figures["etcd_fill"]["stopped_by"] == "etcd-nospace", target.figures["etcd_fill"]
+    d.submit(gang(501, "full", members=1, gpus=8, duration_s=2, submit_s=d.now()))
+    d.until(lambda: d.of(501, Kind.FAILED) or d.of(501, Kind.REJECTED), 60, "job 501 refused")
+    assert [e.reason for e in d.of(501, Kind.FAILED)] == ["etcd-nospace"] and not d.of(501, Kind.REJECTED)
+    assert "database space exceeded" in target.figures["first_refusal"]["etcd-nospace"]
+
+
+@pytest.mark.real
 def test_stop_leaves_no_process(volcano):
     from fakes.kube.cluster import COMPONENT_NAMES, leftover_processes
     target, run_dir = volcano

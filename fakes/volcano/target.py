@@ -21,6 +21,7 @@ from typing import Any
 
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
+from fakes.kube.refusal import retryable
 from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
@@ -201,13 +202,15 @@ class RealVolcano(RealKubeFamily):
                                 _request_timeout=TIMEOUT))
         except Exception as e:
             if not self._stop.is_set():
-                self._post(self._rejected, self.clock.now(), job_id, self._note_refusal(e))
+                self._post(self._refused, self.clock.now(), job_id, self._note_refusal(e))
 
-    def _rejected(self, t: float, job_id: int, reason: str) -> None:
+    def _refused(self, t: float, job_id: int, reason: str) -> None:
+        """A refusal the client retried until it gave up (etcd-nospace, 429, 5xx) fails the job, as
+        on kube and in the simulated control plane; anything else (a malformed request) rejects it."""
         gang = self.gangs.get(job_id)
         if gang is not None:
             self._count("submit_errors")
-            self._end(gang, t, Kind.REJECTED, reason)
+            self._end(gang, t, Kind.FAILED if retryable(reason) else Kind.REJECTED, reason)
 
     def metrics_endpoints(self) -> list[dict[str, Any]]:
         out = [e for e in super().metrics_endpoints() if e["name"] != "kube-scheduler"]   # not started here
