@@ -254,3 +254,14 @@ def test_stop_leaves_no_control_plane_process(kube, tmp_path_factory):
     kube.stop()
     left = leftover_processes(under=tmp_path_factory.getbasetemp())
     assert left == [], f"left behind: {left}"
+
+
+def test_a_tenant_of_any_spelling_becomes_a_valid_pod_label():
+    from fakes.kube.pods import L_TENANT, job_labels, label_value
+    assert label_value("Team A/B (vision)") == "Team-A-B-vision"
+    assert label_value("ml-" * 30) == "ml-" * 20 + "ml"          # cut at 63, never ending on '-'
+    assert label_value("pearson-moreno-and-pittm") == "pearson-moreno-and-pittm"
+    assert label_value("--") == ""                                 # an empty value is a valid one
+    job = Job(id=1, tenant="a b", queue="q", cls="small", members=1, gpus_per_member=1, duration_s=1, submit_s=0,
+              min_available=1)
+    assert job_labels(job)[L_TENANT] == "a-b"
