@@ -46,9 +46,9 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def gangstorm_run(tmp_path_factory, pytestconfig):
     """Callable: run a scenario (cached per arguments for the session) and return summary.json."""
-    from loadgen.comparative import RunOptions, run
-    from loadgen.scenario import load
-    from loadgen.storage import fresh_run_dir
+    from loadgen.drive.comparative import RunOptions, run
+    from loadgen.input.scenario import load
+    from loadgen.output.storage import fresh_run_dir
 
     cache: dict = {}
     root = pytestconfig.getoption("--gangstorm-results")
@@ -87,7 +87,7 @@ def gangstorm_baseline(pytestconfig):
     """Callable (summary, name, tolerance=0.10, per_metric=None): assert no metric of summary got
     worse than baseline <name> beyond tolerance (or save it, with --gangstorm-save-baselines)."""
     from loadgen.cli.compare import CompareError, load_run
-    from loadgen.compare import compare, render
+    from loadgen.output.compare import compare, render
 
     folder = Path(pytestconfig.getoption("--gangstorm-baselines"))
     if not folder.is_absolute():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.cli.main import main
-from loadgen.storage import verify
+from loadgen.output.storage import verify
 
 TIME_BOUND_S = 30.0
 OUTCOMES: Counter = Counter()          # per test: "error", "ran" (read by test_bad_input_fuzz's report)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from loadgen.model.events import Event
 from loadgen.model.job import Job
-from loadgen.recorder import Recorder
+from loadgen.measure.recorder import Recorder
 
 
 class Recording(Recorder):

@@ -1,8 +1,8 @@
 """Test helpers: run hand-made jobs through one simulated scheduler."""
 from loadgen.model.job import Job
-from loadgen.recorder import Recorder
-from loadgen.runner import run_virtual
-from loadgen.scenario import from_dict
+from loadgen.measure.recorder import Recorder
+from loadgen.drive.runner import run_virtual
+from loadgen.input.scenario import from_dict
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
 

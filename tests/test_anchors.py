@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from loadgen.calibration.anchors import ANCHORS, _job, table, throughput
-from loadgen.profile import load
-from loadgen.recorder import Recorder
+from loadgen.input.profile import load
+from loadgen.measure.recorder import Recorder
 
 
 def test_throughput_counts_measured_jobs_from_their_first_submission():

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.lifecycle import Lifecycle
-from loadgen.model import activity
+from loadgen.drive.lifecycle import Lifecycle
+from loadgen.model.startup import activity
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
-from loadgen.model.imagecache import ImageCache
+from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.job import Job
-from loadgen.model.rendezvous import Rendezvous
-from loadgen.model.startup import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
+from loadgen.model.startup.rendezvous import Rendezvous
+from loadgen.model.startup.spec import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
 from loadgen.model.target import ChaosUnsupported
-from loadgen.scenario import from_dict
+from loadgen.input.scenario import from_dict
 
 # 40 GB at 0.4444 Gbit/s: the seed's twelve minutes (720 s) when the registry keeps up
 SEED = ImageSpec(image_gb=40, node_pull_gbps=40 * 8 / 720, registry_gbps=100, container_start_s=20)
@@ -130,7 +130,7 @@ def small(extra):
 
 
 def test_a_simulated_run_reports_all_budgets_and_measured_activity(tmp_path):
-    from loadgen.comparative import RunOptions, run
+    from loadgen.drive.comparative import RunOptions, run
     sc = small({"startup": {"image": {"image_gb": 10, "registry_gbps": 10, "container_start_s": 5},
                             "rendezvous": {"base_s": 20, "per_extra_leaf_s": 10}},
                 "activity": {"sm_active": 0.8}})
@@ -145,7 +145,7 @@ def test_a_simulated_run_reports_all_budgets_and_measured_activity(tmp_path):
 
 
 def test_without_startup_sections_training_starts_at_admission(tmp_path):
-    from loadgen.comparative import RunOptions, run
+    from loadgen.drive.comparative import RunOptions, run
     out = run(small({}), RunOptions(schedulers=["ray"], out_dir=tmp_path / "run", results_root=tmp_path,
                                     report=False, jobs_csv=False))
     s = out["schedulers"]["ray"]

@@ -9,7 +9,7 @@ import pytest
 from fakes.slurm.sim import SimSlurm
 from loadgen.calibration.calibrate import Options, calibrate
 from loadgen.model.registry import REGISTRY, register
-from loadgen.profile import load
+from loadgen.input.profile import load
 
 from conftest import ROOT
 

@@ -4,7 +4,7 @@ import pytest
 from loadgen.calibration.calibrate import remeasured
 from loadgen.calibration.cases import Case
 from loadgen.calibration.measure import extract, line
-from loadgen.profile import load as load_profile
+from loadgen.input.profile import load as load_profile
 
 
 def kube_result(attempt_ms: float, create_ms: float, bind_ms: float) -> dict:

@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from fakes.sim.controlplane import TokenBucket
-from loadgen import hostcpu, saturation
-from loadgen.comparative import with_host_cpu
-from loadgen.ceiling import SearchSpec, search
+from loadgen.measure import hostcpu
+from loadgen.measure import saturation
+from loadgen.drive.comparative import with_host_cpu
+from loadgen.drive.ceiling import SearchSpec, search
 from simkit import job, sim
 from conftest import ROOT
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from loadgen import saturation
+from loadgen.measure import saturation
 
 SCENARIO = """\
 name: ceiling-real-ci

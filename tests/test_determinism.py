@@ -1,8 +1,8 @@
 """Same scenario + seed = identical simulated results."""
 import json
 
-from loadgen.comparative import RunOptions, run
-from loadgen.scenario import load
+from loadgen.drive.comparative import RunOptions, run
+from loadgen.input.scenario import load
 
 from conftest import ROOT
 

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from loadgen.chaos import plan as chaos_plan
-from loadgen.dryrun import chaos_lines, describe
+from loadgen.input.chaos import plan as chaos_plan
+from loadgen.drive.dryrun import chaos_lines, describe
 from loadgen.model.target import run_label
-from loadgen.overrides import load_with_overrides
-from loadgen.plan import plan_run
+from loadgen.input.overrides import load_with_overrides
+from loadgen.input.plan import plan_run
 
 SCENARIO = str(ROOT / "tests/data/existing-small.yaml")
 

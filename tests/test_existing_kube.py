@@ -192,7 +192,7 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
 
 def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_merged_tails(kube_cluster):
     import csv
-    from loadgen.metrics import latency_stats
+    from loadgen.measure.statistics import latency_stats
     state, env, tmp = kube_cluster
     out = tmp / "two-workers"
     r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",

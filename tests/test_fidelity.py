@@ -16,8 +16,8 @@ from loadgen.calibration.cases import Case
 from loadgen.calibration.fidelity import real_stats, row
 from loadgen.calibration.twin import real_run, twin
 from loadgen.cli.calibrate import CHURN, SCALES
-from loadgen.overrides import load_with_overrides
-from loadgen.profile import load as load_profile
+from loadgen.input.overrides import load_with_overrides
+from loadgen.input.profile import load as load_profile
 
 from conftest import ROOT
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from loadgen.storage import verify
+from loadgen.output.storage import verify
 
 # On this machine the folder appears at ~0.25 s, the results are whole at ~1.05 s and report.html
 # is written by ~2.5 s: four schedulers, evictions.
@@ -130,8 +130,8 @@ def test_a_commit_interrupted_between_its_steps_still_verifies(tmp_path):
     """kill -9 between the CSV renames and the summary rewrite: the scheduler is marked committing
     and its rows are all there; before the renames they are all absent. Both verify."""
     from loadgen.model.job import Job
-    from loadgen.recorder import Recorder
-    from loadgen.storage import RunStore
+    from loadgen.measure.recorder import Recorder
+    from loadgen.output.storage import RunStore
     jobs = [Job(id=i, tenant="t", queue="q", cls="small", members=1, gpus_per_member=1, duration_s=10.0,
                 submit_s=float(i), min_available=1) for i in range(3)]
     summary = {"complete": False, "schedulers": {}}

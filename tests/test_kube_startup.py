@@ -8,7 +8,7 @@ from fakes.kube.cluster import leftover_processes
 from loadgen.model.events import Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
-from loadgen.model.startup import ImageSpec, StartupSpec
+from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
 from test_kube_real import KUBE_DEFAULTS, bins, drive  # noqa: F401 (fixture)
 

@@ -44,3 +44,21 @@ def test_every_builtin_target_is_registered_and_importable():
         for backend in ("sim", "real"):
             cls = target_class(name, backend)
             assert (cls.name, cls.backend) == (name, backend), REGISTRY[(name, backend)]
+
+
+STAGES = ("model", "input", "measure", "output", "live", "drive")
+
+
+def test_each_stage_imports_only_itself_and_the_stages_before_it():
+    """loadgen/ reads as the pipeline: model <- input <- measure <- output <- live <- drive; the
+    entry points (cli, locust, calibration, bench, the pytest plugin) sit on top and may use any."""
+    bad = {}
+    for f, names in imports("loadgen").items():
+        stage = f.split("/")[1].removesuffix(".py")
+        if stage not in STAGES:
+            continue
+        later = sorted(n for n in names if n.startswith("loadgen.")
+                       and n.split(".")[1] not in STAGES[:STAGES.index(stage) + 1])
+        if later:
+            bad[f] = later
+    assert bad == {}

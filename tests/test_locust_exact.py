@@ -20,7 +20,7 @@ from loadgen.locust.options import OptionError, settings
 from loadgen.locust.plan import assign_tenants, build
 from loadgen.locust.process import Process
 from loadgen.locust.stats import REPORT, ms, nearest_rank
-from loadgen.metrics import exact_quantile
+from loadgen.measure.statistics import exact_quantile
 
 from conftest import ROOT
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from loadgen.metrics import exact_quantile
+from loadgen.measure.statistics import exact_quantile
 from locust_support import LOCUSTFILE, ROOT, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
 
 SCENARIO = """

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from loadgen.model.job import Job
-from loadgen.traces import export_jsonl
+from loadgen.input.traces import export_jsonl
 from locust_support import LOCUSTFILE, locust_rows, run_locust  # noqa: F401
 
 SERVICE_S = 0.05          # one submission at a time, 50 ms each: 20/s capacity

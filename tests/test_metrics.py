@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from loadgen.metrics import cost_per_million_gpu_hours, exact_quantile, latency_stats
+from loadgen.measure.statistics import cost_per_million_gpu_hours, exact_quantile, latency_stats
 
 
 def test_nearest_rank_quantiles():
@@ -30,7 +30,7 @@ def test_cost_model_matches_the_seed_formula():
 def _recorder(events, members=2, gpm=8):
     from loadgen.model.events import Event, Kind
     from loadgen.model.job import Job
-    from loadgen.recorder import Recorder
+    from loadgen.measure.recorder import Recorder
     rec = Recorder([Job(id=1, tenant="a", queue="q", cls="large", members=members, gpus_per_member=gpm,
                         duration_s=100.0, submit_s=0.0, min_available=members)])
     rec.record([Event(t, 1, Kind(k), m) for t, k, m in events])
@@ -38,7 +38,7 @@ def _recorder(events, members=2, gpm=8):
 
 
 def test_scheduling_tax_counts_gpus_held_by_a_partial_gang():
-    from loadgen.metrics import scheduling_tax
+    from loadgen.measure.statistics import scheduling_tax
     # one of two 8-GPU members bound for 10 s before the second, then 100 s of the whole gang
     rec = _recorder([(0, "bound", 1), (10, "bound", 2), (10, "admitted", 2), (110, "finished", 0)])
     assert rec.partial_gpu_s == 80 and rec.held_gpu_s == 80 + 16 * 100
@@ -46,7 +46,7 @@ def test_scheduling_tax_counts_gpus_held_by_a_partial_gang():
 
 
 def test_scheduling_tax_counts_the_work_of_an_evicted_run_as_lost():
-    from loadgen.metrics import scheduling_tax
+    from loadgen.measure.statistics import scheduling_tax
     # a 1 x 8-GPU job runs 50 s, is evicted, waits 10 s, runs its full 100 s again
     rec = _recorder([(0, "admitted", 1), (50, "evicted", 0), (50, "requeued", 0), (60, "admitted", 1),
                      (160, "finished", 0)], members=1)

@@ -9,8 +9,8 @@ from loadgen.locust.lanes import event_row, row_event
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
-from loadgen.placement import quality
-from loadgen.recorder import Recorder
+from loadgen.measure.placement import quality
+from loadgen.measure.recorder import Recorder
 
 FLEET = Fleet(nodes=16, leaf_size=4, leaves_per_spine=2)      # leaves 0-3, spines {0,1} {2,3}
 
@@ -48,8 +48,8 @@ def test_a_placement_survives_the_locust_row_format():
 def test_slurm_topology_keeps_large_gangs_in_fewer_leaves_than_kube(tmp_path):
     """A finding of the models, kept as a regression guard: Slurm's topology/tree packs a gang into
     as few leaves as it can, kube-scheduler's LeastAllocated spreads it."""
-    from loadgen.comparative import RunOptions, run
-    from loadgen.overrides import load_with_overrides
+    from loadgen.drive.comparative import RunOptions, run
+    from loadgen.input.overrides import load_with_overrides
     sc = load_with_overrides("scenarios/fragmentation.yaml", nodes=2000)
     s = run(sc, RunOptions(schedulers=["kube", "slurm"], out_dir=tmp_path / "r", report=False))
     kube, slurm = (s["schedulers"][n]["placement"] for n in ("kube", "slurm"))

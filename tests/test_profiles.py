@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from loadgen.profile import BUILTIN_DIR, load
-from loadgen.scenario import from_dict
+from loadgen.input.profile import BUILTIN_DIR, load
+from loadgen.input.scenario import from_dict
 
 from conftest import ROOT
 
@@ -65,7 +65,7 @@ def test_a_broken_profile_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_result_quotes_its_held_out_error_in_one_line():
-    from loadgen.report import held_out_text
+    from loadgen.output.markdown import held_out_text
     cases = {"cases": "calibrate-steady-128n, calibrate-evictions-64n", "real_runs_per_case": 3,
              "p50_ratio": [1.225, 1.236], "p99_ratio": [0.93, 1.301], "p999_ratio": None,
              "util_diff_pp": [0.27, 2.82], "within_goal": False}

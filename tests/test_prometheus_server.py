@@ -9,7 +9,7 @@ import pytest
 
 from fakes.prom import PrometheusMissing, PrometheusServer, PromQueryError, ScrapeJob
 from fakes.real import procs
-from loadgen.serve_metrics import MetricsEndpoint
+from loadgen.live.endpoint import MetricsEndpoint
 
 pytestmark = pytest.mark.real
 

@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 
 from loadgen.model.events import Kind
-from loadgen.recorder import Recorder
-from loadgen.scenario import from_dict
+from loadgen.measure.recorder import Recorder
+from loadgen.input.scenario import from_dict
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
-from loadgen import chaos
-from loadgen.workload import generate
+from loadgen.input import chaos
+from loadgen.input.workload import generate
 
 SCHEDULERS = ["kube", "volcano", "ray", "slurm"]
 
@@ -73,7 +73,7 @@ def test_partial_gangs_exist_only_without_gang_semantics():
     for name in SCHEDULERS:
         target, jobs, plan = stressed(name, 1)
         rec = Recorder(jobs)
-        from loadgen.runner import run_virtual
+        from loadgen.drive.runner import run_virtual
         run_virtual(target, jobs, [a for a in plan if a.kind == "prefill"], 7200, 60, rec)
         held[name] = rec.partial_gpu_s
     assert held["kube"] > 0

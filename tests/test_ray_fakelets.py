@@ -17,7 +17,7 @@ from fakes.ray.fakelets.book import Book
 from fakes.real.procfs import listeners, peers
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
-from loadgen.model.startup import ImageSpec, StartupSpec
+from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
 import test_ray_real as on_raylets
 from fuzzkit import run_cli

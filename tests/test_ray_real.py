@@ -20,8 +20,8 @@ from fakes.real.procfs import listeners, peers
 from fakes.real.procs import session_pids
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
-from loadgen.recorder import Recorder
-from loadgen.runner import run_wall
+from loadgen.measure.recorder import Recorder
+from loadgen.drive.runner import run_wall
 from loadgen.model.target import ChaosAction, TargetContext
 
 pytestmark = pytest.mark.real

@@ -5,7 +5,7 @@ import pytest
 from fakes.ray.sim import SimRay
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction, TargetContext
-from loadgen.scenario import from_dict
+from loadgen.input.scenario import from_dict
 from simkit import job, sim
 
 # GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 + 10 us per alive node; 2 ms round trips.

@@ -24,9 +24,9 @@ from fakes.real.procs import alive, session_pids
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
-from loadgen.model.startup import ImageSpec, StartupSpec
+from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
-from loadgen.runner import run_wall
+from loadgen.drive.runner import run_wall
 from recording import Recording
 
 pytestmark = pytest.mark.real

@@ -22,13 +22,13 @@ import pytest
 from browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
 from conftest import ROOT
 from fuzzkit import run_cli
-from loadgen.html import build, curves
-from loadgen.html.data import read_admission
-from loadgen.metrics import exact_quantile
+from loadgen.output.html import build, curves
+from loadgen.output.html.data import read_admission
+from loadgen.measure.statistics import exact_quantile
 
 
 def expected_text(v) -> str:
-    """How the report prints a summary.json value (loadgen/html/fmt.py, written out again here)."""
+    """How the report prints a summary.json value (loadgen/output/html/fmt.py, written out again here)."""
     if v is None:
         return "n/a"
     if isinstance(v, bool):
@@ -137,7 +137,7 @@ def test_the_cdfs_pass_through_the_quantiles_in_summary_json(run_dir):
 
 
 def test_timeseries_carries_control_plane_columns_per_scheduler(run_dir):
-    from loadgen.storage import verify
+    from loadgen.output.storage import verify
     with open(run_dir / "timeseries.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     header = list(rows[0])
@@ -223,7 +223,7 @@ def test_a_partial_run_without_jobs_csv_still_gets_a_report_that_says_so(run_dir
 def test_jobs_the_cluster_refused_are_named_beside_the_tails_with_its_first_words(run_dir, tmp_path):
     """The tails stand on admitted jobs only: a run that lost jobs to refusals says how many, why,
     and what the apiserver said, in summary.md and report.html alike."""
-    from loadgen.report import render
+    from loadgen.output.markdown import render
     d = tmp_path / "refused"
     shutil.copytree(run_dir, d)
     summary = json.loads((d / "summary.json").read_text())
@@ -312,7 +312,7 @@ def test_curves_keep_the_tail_the_spikes_and_the_rates():
 
 
 def test_plain_imports_and_help_do_not_load_matplotlib():
-    code = ("import sys, loadgen.comparative, loadgen.html, loadgen.cli.main as m; m.build_parser(); "
+    code = ("import sys, loadgen.drive.comparative, loadgen.output.html, loadgen.cli.main as m; m.build_parser(); "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from loadgen.scenario import ScenarioError, from_dict, load
+from loadgen.input.scenario import ScenarioError, from_dict, load
 
 from conftest import ROOT
 

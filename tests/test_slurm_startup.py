@@ -20,9 +20,9 @@ from fakes.slurm.target import RealSlurm
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
-from loadgen.model.startup import ImageSpec, StartupSpec
+from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
-from loadgen.runner import run_wall
+from loadgen.drive.runner import run_wall
 from recording import Recording
 from test_slurm_real import FAST, pids_of
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from loadgen.scenario import from_dict
-from loadgen.traces import TraceError, export_jsonl, import_jsonl, import_openb
-from loadgen.workload import generate
+from loadgen.input.scenario import from_dict
+from loadgen.input.traces import TraceError, export_jsonl, import_jsonl, import_openb
+from loadgen.input.workload import generate
 
 from conftest import TRACES
 

@@ -1,6 +1,6 @@
 """A fake DCGM exporter: DCGM_FI_PROF_SM_ACTIVE for every allocated GPU of the fake fleet, from the
-workload model (loadgen/model/activity.py) instead of hardware counters. Pure: `render` turns the
-allocations and the time into exposition text; an HTTP endpoint serves it (loadgen/serve_metrics.py).
+workload model (loadgen/model/startup/activity.py) instead of hardware counters. Pure: `render` turns the
+allocations and the time into exposition text; an HTTP endpoint serves it (loadgen/live/endpoint.py).
 
 Labels follow NVIDIA's dcgm-exporter (gpu, Hostname, modelName) plus the gangstorm job it is
 allocated to. GPU indices are handed out per node in allocation order, as a device plugin would.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.model import activity
-from loadgen.model.startup import ActivitySpec
+from loadgen.model.startup import activity
+from loadgen.model.startup.spec import ActivitySpec
 
 METRIC = "DCGM_FI_PROF_SM_ACTIVE"
 HELP = (f"# HELP {METRIC} Ratio of cycles an SM has at least 1 warp assigned (fake: gangstorm workload model).\n"

@@ -1,6 +1,6 @@
 """Placement-to-ready on the real Ray backend, target side (no ray): when each member may be up.
 
-One ImageCache (loadgen/model/imagecache.py) serves the whole run. When a gang's placement group
+One ImageCache (loadgen/model/startup/imagecache.py) serves the whole run. When a gang's placement group
 is CREATED, plan() feeds the cache the admission instant and the fleet nodes of its bundles and
 returns each bundle's ready time; the driver starts the members' actors with them
 (fakes/ray/members.py) and reports when the last one is up: that instant is READY. The model's own
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.model.imagecache import ImageCache
-from loadgen.model.startup import ImageSpec
+from loadgen.model.startup.imagecache import ImageCache
+from loadgen.model.startup.spec import ImageSpec
 
 KEEP = 100_000
 

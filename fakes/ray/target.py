@@ -404,7 +404,7 @@ class RealRay(RealTarget):
         for j in rng.permutation(running)[:int(action.params.get("members", 1))] if running else []:
             self._send(op="evict", id=int(j))
 
-    # -- whole-gang requeue (loadgen/lifecycle.py: a failed start under the requeue policy) -----
+    # -- whole-gang requeue (loadgen/drive/lifecycle.py: a failed start under the requeue policy) -----
     def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
         """Like evict, for one gang and reported at once: its actors and group are removed and the
         group created again (ADMITTED when it is). A gang that is not running is left alone."""

@@ -45,7 +45,7 @@ from fakes.kube.refusal import message_of, reason_of, retryable
 from fakes.real.base import RealTarget
 from fakes.real.procs import signals_held
 from loadgen.model.events import Event, Kind
-from loadgen.model.imagecache import ImageCache
+from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ChaosAction, ClusterRefused, ForeignWorkloads, TargetContext, run_label
 
@@ -110,7 +110,7 @@ class RealKubeFamily(RealTarget):
         self._final: dict[str, Any] | None = None
         self._prefills = itertools.count()
         self._tmp: str | None = None
-        # Placement-to-ready: each bound pod's node pulls the image (loadgen/model/imagecache.py,
+        # Placement-to-ready: each bound pod's node pulls the image (loadgen/model/startup/imagecache.py,
         # time-scaled); KWOK's pod-ready-after Stage makes the pod Ready after the delay it computes.
         image = ctx.startup.image
         self.startup = image.pulls or image.container_start_s > 0

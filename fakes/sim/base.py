@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadgen.model.fleet import stranded_gpus
-from loadgen.model.imagecache import ImageCache
+from loadgen.model.startup.imagecache import ImageCache
 from fakes.sim.state import ClusterState
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job

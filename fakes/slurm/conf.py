@@ -28,7 +28,7 @@ from fakes.slurm.hostlist import compress
 from loadgen.model.fleet import Fleet
 
 # Scenario keys (schedulers.slurm) that become slurm.conf settings. Only keys the scenario carries
-# are written; their schema defaults are Slurm's own (loadgen/schema.py says where each comes from).
+# are written; their schema defaults are Slurm's own (loadgen/input/schema.py says where each comes from).
 # scenario key -> SchedulerParameters option (whole units)
 _SCHED_PARAM = {
     "sched_interval_s": "sched_interval",

@@ -2,7 +2,7 @@
 
   /start?job=J&restart=R&node=N&nodes=HOSTLIST   job J (attempt R) starts on node N now: the
         seconds N needs before its container runs. The first node of an attempt to ask places the
-        whole allocation on the run's one ImageCache at once (loadgen/model/imagecache.py, the
+        whole allocation on the run's one ImageCache at once (loadgen/model/startup/imagecache.py, the
         same call a simulated scheduler makes for a gang), the others read their node's answer.
   /done?job=J&restart=R&node=N                   node N waited its share: the container runs.
   /left?job=J&duration=D                         the job script: seconds left of D since allocation.
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from fakes.real.procs import LOOPBACK
 from fakes.slurm.hostlist import expand
-from loadgen.model.imagecache import ImageCache
+from loadgen.model.startup.imagecache import ImageCache
 
 REGISTER_WAIT_S = 10.0
 

@@ -51,7 +51,7 @@ from fakes.slurm.hostlist import expand
 from fakes.slurm.ready import ReadyService, Report
 from loadgen.model.errors import BackendError
 from loadgen.model.events import Event, Kind
-from loadgen.model.imagecache import ImageCache
+from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.job import Job
 from loadgen.model.target import (RUN_LABEL, ChaosAction, ChaosUnsupported, ClusterRefused, ForeignWorkloads,
                                   TargetContext, run_label)

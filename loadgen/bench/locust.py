@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 
 from loadgen.model.job import Job
-from loadgen.traces import export_jsonl
+from loadgen.input.traces import export_jsonl
 
 TENANTS = 8
 SCALE = 60.0

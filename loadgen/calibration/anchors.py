@@ -15,10 +15,10 @@ import numpy as np
 from loadgen.model.job import Job
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
-from loadgen.profile import Profile
-from loadgen.recorder import Recorder
-from loadgen.runner import run_virtual
-from loadgen.scenario import Scenario, from_dict
+from loadgen.input.profile import Profile
+from loadgen.measure.recorder import Recorder
+from loadgen.drive.runner import run_virtual
+from loadgen.input.scenario import Scenario, from_dict
 
 K8S_PERF = ("kubernetes test/integration/scheduler_perf/misc/performance-config.yaml, SchedulingBasic "
             "(throughput threshold = minimum average pods/s; in-process apiserver, client QPS 5000)")
@@ -227,7 +227,7 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
     """A profile whose throughput knobs are fitted to the published anchors; the rest is `base`'s.
     A scheduler counts as calibrated only when it has a held-out anchor to validate on."""
     import copy
-    from loadgen.profile import Param
+    from loadgen.input.profile import Param
     out = copy.deepcopy(base)
     out.name, out.description = name, description
     report = {}

@@ -16,8 +16,8 @@ from loadgen.calibration import fidelity, measure
 from loadgen.calibration.cases import Case, matrix
 from loadgen.calibration.fit import case_loss, search
 from loadgen.calibration.twin import real_run, twin
-from loadgen.overrides import load_with_overrides
-from loadgen.profile import Param, Profile, dump, load as load_profile
+from loadgen.input.overrides import load_with_overrides
+from loadgen.input.profile import Param, Profile, dump, load as load_profile
 
 Progress = Callable[[str], None]
 

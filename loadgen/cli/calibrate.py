@@ -59,7 +59,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def anchors_main(args) -> int:
     from loadgen.calibration.anchors import calibrate_to_anchors
     from loadgen.model.registry import SCHEDULERS
-    from loadgen.profile import dump, load as load_profile
+    from loadgen.input.profile import dump, load as load_profile
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if not names or set(names) - set(SCHEDULERS):
         raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {args.schedulers!r}")
@@ -81,8 +81,8 @@ def anchors_main(args) -> int:
 
 def main(args) -> int:
     from loadgen.calibration.calibrate import Options, calibrate
-    from loadgen.scenario import load
-    from loadgen.storage import check_out_dir
+    from loadgen.input.scenario import load
+    from loadgen.output.storage import check_out_dir
     check_out_dir(args.out or "results/calibration", reuse=True)   # keeps real runs to reuse
     if args.write_profile:
         check_output_file(args.write_profile, "--write-profile")

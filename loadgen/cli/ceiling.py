@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_float, scenario_from
-from loadgen.scenario import ScenarioError
+from loadgen.input.scenario import ScenarioError
 
 
 def add_parser(sub) -> None:
@@ -43,11 +43,11 @@ FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision"
 
 
 def main(args) -> int:
-    from loadgen.ceiling import sweep
-    from loadgen.comparative import RESULTS_ROOT, write_report
-    from loadgen import storage
-    from loadgen.errors import BackendError
-    from loadgen.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
+    from loadgen.drive.ceiling import sweep
+    from loadgen.drive.comparative import RESULTS_ROOT, write_report
+    from loadgen.output import storage
+    from loadgen.model.errors import BackendError
+    from loadgen.output.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
     from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     existing = existing_from(args)
     if args.dry_run:
@@ -64,7 +64,7 @@ def main(args) -> int:
                 raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
     names = (existing and attached_schedulers(args.schedulers, existing)) or parse_schedulers(args.schedulers, sc)
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before the first point
-        from loadgen.plan import plan_run
+        from loadgen.input.plan import plan_run
         preflight(sc, names, args.backend, plan_run(sc), existing, args.time_scale or 1.0)
     out = Path(args.out) if args.out else fresh_run_dir(RESULTS_ROOT, new_run_id(sc.name) + "-ceiling")
     check_out_dir(out)

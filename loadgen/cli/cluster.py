@@ -25,7 +25,7 @@ from pathlib import Path
 
 from loadgen.cli.common import UsageError, positive_int
 from loadgen.model.registry import SCHEDULERS
-from loadgen.overrides import OVERRIDES
+from loadgen.input.overrides import OVERRIDES
 
 DEFAULT_SCENARIO = "scenarios/baseline-3x.yaml"
 
@@ -80,7 +80,7 @@ def read_state(backend: str, name: str) -> dict | None:
 def up(args) -> int:
     from loadgen.model.registry import launcher
     from loadgen.model.target import TargetContext
-    from loadgen.overrides import load_with_overrides
+    from loadgen.input.overrides import load_with_overrides
     launch = launcher(args.backend)
     folder = state_dir(args.backend, args.name)
     old = read_state(args.backend, args.name)

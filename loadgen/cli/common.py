@@ -7,10 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.errors import UserError
+from loadgen.model.errors import UserError
 from loadgen.model.registry import SCHEDULERS, backends
-from loadgen.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
-from loadgen.scenario import Scenario
+from loadgen.input.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
+from loadgen.input.scenario import Scenario
 
 
 class UsageError(UserError):
@@ -44,7 +44,7 @@ def parse_schedulers(text: str | None, scenario: Scenario) -> list[str]:
 
 
 def add_overrides(parser, *dests: str, required: tuple[str, ...] = (), time_scale: float = TIME_SCALE) -> None:
-    """Add the shared scenario overrides (loadgen.overrides) named by dests to a subcommand."""
+    """Add the shared scenario overrides (loadgen.input.overrides) named by dests to a subcommand."""
     for dest in dests:
         o = OVERRIDES[dest]
         scale = dest == "time_scale"

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from loadgen.cli.common import UsageError
-from loadgen.errors import UserError
+from loadgen.model.errors import UserError
 
 
 class CompareError(UserError):
@@ -46,7 +46,7 @@ def _tolerance(text: str) -> float:
 
 
 def per_metric(items: list[str]) -> dict[str, float]:
-    from loadgen.compare import METRIC_NAMES
+    from loadgen.output.compare import METRIC_NAMES
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -61,7 +61,7 @@ def per_metric(items: list[str]) -> dict[str, float]:
 
 def load_run(name: str, results: str) -> tuple[Path, dict]:
     """The summary a name points at: a folder with summary.json, a JSON file, or an index name."""
-    from loadgen.index import resolve, runs
+    from loadgen.output.index import resolve, runs
     p = Path(name)
     if not p.exists():
         found = resolve(name, Path(results))
@@ -94,7 +94,7 @@ def _no_constant(name: str):
 
 
 def main(args) -> int:
-    from loadgen.compare import compare, render
+    from loadgen.output.compare import compare, render
     tolerances = per_metric(args.per_metric)
     fa, a = load_run(args.run_a, args.results)
     fb, b = load_run(args.run_b, args.results)

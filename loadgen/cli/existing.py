@@ -179,7 +179,7 @@ def preflight(scenario, names: list[str], backend: str, plan, existing: Existing
     """Each target's read-only look at its cluster (nothing is created). A cluster holding
     workloads gangstorm did not create, without --allow-foreign-workloads, is refused here: one
     line, exit status 2, before the run folder exists."""
-    from loadgen.comparative import RunOptions, target_context
+    from loadgen.drive.comparative import RunOptions, target_context
     from loadgen.model.registry import target_class
     from loadgen.model.target import ClusterRefused
     opts = RunOptions(schedulers=names, backend=backend, existing=existing)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen.overrides import OVERRIDES
+from loadgen.input.overrides import OVERRIDES
 from loadgen.cli.common import UsageError, add_overrides, add_targets, parse_schedulers, positive_int, scenario_from
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"
@@ -108,7 +108,7 @@ def run_group(cmd: list[str], grace_s: float = 60.0) -> int:
 
 def main(args) -> int:
     from loadgen.cli.existing import attached_schedulers, existing_from, preflight
-    from loadgen.storage import check_out_dir, fresh_run_dir, new_run_id
+    from loadgen.output.storage import check_out_dir, fresh_run_dir, new_run_id
     existing = existing_from(args)
     if args.dry_run:
         raise UsageError("--dry-run: not used with locust (try it on `gangstorm run` with the same flags)")
@@ -121,7 +121,7 @@ def main(args) -> int:
                          f"once through the Kubernetes watch: kube and volcano only, not {', '.join(shared)}")
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before Locust starts
-        from loadgen.plan import plan_run
+        from loadgen.input.plan import plan_run
         preflight(scenario, names, args.backend, plan_run(scenario), existing, args.time_scale)
     cmd = build_command(args, scenario, names, out)
     if existing is not None:

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     sys.unraisablehook = _unraisable
     try:
-        from loadgen.errors import BackendError, UserError
+        from loadgen.model.errors import BackendError, UserError
         args = build_parser().parse_args(argv)
         try:
             return int(args.func(args) or 0)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _last_folder():
     """The results folder this process created last (None before any), for the closing line."""
-    storage = sys.modules.get("loadgen.storage")
+    storage = sys.modules.get("loadgen.output.storage")
     return storage.CREATED[-1] if storage and storage.CREATED else None
 
 

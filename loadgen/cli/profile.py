@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from loadgen.schema import SCENARIO, Field
+from loadgen.input.schema import SCENARIO, Field
 
 
 def add_parser(sub) -> None:
@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def _load(name):
-    from loadgen.profile import ProfileError, load
+    from loadgen.input.profile import ProfileError, load
     from loadgen.cli.common import UsageError
     try:
         return load(name)

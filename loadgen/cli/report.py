@@ -17,8 +17,8 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from loadgen.html import REPORT, write
-    from loadgen.html.data import load
+    from loadgen.output.html import REPORT, write
+    from loadgen.output.html.data import load
     folder = load(args.run_dir)                     # a bad folder is refused before anything is written
     out = Path(args.out) if args.out else Path(args.run_dir) / REPORT
     check_output_file(str(out), "--out" if args.out else "")

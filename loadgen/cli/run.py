@@ -52,9 +52,9 @@ def check_trace_flags(args) -> None:
 
 
 def main(args) -> int:
-    from loadgen.comparative import RunOptions, run
-    from loadgen.plan import plan_run
-    from loadgen.storage import check_out_dir
+    from loadgen.drive.comparative import RunOptions, run
+    from loadgen.input.plan import plan_run
+    from loadgen.output.storage import check_out_dir
     existing = existing_from(args)
     if args.out:
         check_out_dir(args.out)
@@ -74,11 +74,11 @@ def main(args) -> int:
     if existing is not None or args.dry_run:
         # read-only checks of the cluster (foreign workloads, nodes, Volcano) before a folder exists
         from loadgen.model.target import run_label
-        from loadgen.storage import new_run_id
+        from loadgen.output.storage import new_run_id
         label = run_label(new_run_id(scenario.name) + "-xxxxxx")
         found = preflight(scenario, names, args.backend, plan, existing, args.time_scale, label)
         if args.dry_run:
-            from loadgen.dryrun import describe
+            from loadgen.drive.dryrun import describe
             print(describe(plan, names, label, found, args.time_scale if args.backend == "real" else 1.0,
                            existing is not None))
             return 0
@@ -97,7 +97,7 @@ def main(args) -> int:
     print((out / "summary.md").read_text())
     page = ", report.html" if (out / "report.html").exists() else ""
     print(f"results: {out}/summary.json, summary.md, jobs.csv, timeseries.csv{page}")
-    from loadgen.report import refusals
+    from loadgen.output.markdown import refusals
     for name, head, first in refusals(summary):      # on stderr too: --quiet runs and CI logs see it
         print(f"gangstorm: {name}: {head}" + (f"; {first[0]}" if first else ""), file=sys.stderr)
     return 0

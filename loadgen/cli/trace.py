@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
 
 
 def export(args) -> int:
-    from loadgen.traces import export_jsonl
-    from loadgen.workload import generate
+    from loadgen.input.traces import export_jsonl
+    from loadgen.input.workload import generate
     check_output_file(args.output)
     sc = scenario_from(args)
     jobs, info = generate(sc)
@@ -33,8 +33,8 @@ def export(args) -> int:
 def show(args) -> int:
     import numpy as np
 
-    from loadgen.metrics import exact_quantile
-    from loadgen.traces import load_trace
+    from loadgen.measure.statistics import exact_quantile
+    from loadgen.input.traces import load_trace
     jobs, meta = load_trace(args.trace)
     if not jobs:
         print(f"{args.trace}: no jobs")

@@ -14,16 +14,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from loadgen import report
+from loadgen.output import markdown as report
 from loadgen.locust.lanes import row_event
 from loadgen.locust.plan import Plan
-from loadgen.metrics import exact_quantile, latency_stats
+from loadgen.measure.statistics import exact_quantile, latency_stats
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot
-from loadgen.recorder import Recorder
-from loadgen.storage import RunStore
-from loadgen.summary import header, scheduler_result
-from loadgen.timescale import scaled_job
+from loadgen.measure.recorder import Recorder
+from loadgen.output.storage import RunStore
+from loadgen.output.summary import header, scheduler_result
+from loadgen.drive.timescale import scaled_job
 
 SNAP_FIELDS = ("t", "gpus_allocated", "gpus_partial", "gpus_stranded", "pending_jobs", "partial_gangs",
                "running_jobs")

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
 from loadgen.model.target import Existing
-from loadgen.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
-from loadgen.scenario import Scenario, ScenarioError
+from loadgen.input.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
+from loadgen.input.scenario import Scenario, ScenarioError
 
 ARGS = [
     # dest, flag, default, help

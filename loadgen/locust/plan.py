@@ -1,6 +1,6 @@
 """What one Locust process runs: the seeded workload, its tenant shard, and per-scheduler lanes.
 
-The run plan is the one `gangstorm run` replays (loadgen.plan.plan_run), so a Locust run and
+The run plan is the one `gangstorm run` replays (loadgen.input.plan.plan_run), so a Locust run and
 `gangstorm run` offer the same jobs and chaos over the same window. With several
 Locust processes each one owns a shard: a set of tenants, balanced by GPU-seconds of demand,
 and the same share of the fleet (its own target instance), so offered load per GPU is kept.
@@ -13,7 +13,7 @@ from loadgen.locust.options import Settings
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
-from loadgen.plan import RunPlan, plan_run
+from loadgen.input.plan import RunPlan, plan_run
 
 
 @dataclass

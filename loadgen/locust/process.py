@@ -19,9 +19,9 @@ from loadgen.locust.lanes import Fire, Lane, OpenLoop
 from loadgen.locust.options import Settings
 from loadgen.locust.plan import Plan, build, shard
 from loadgen.model.registry import target_class
-from loadgen.lifecycle import Lifecycle
+from loadgen.drive.lifecycle import Lifecycle
 from loadgen.model.target import TargetContext
-from loadgen.timescale import scaled_chaos, scaled_job
+from loadgen.drive.timescale import scaled_chaos, scaled_job
 
 log = logging.getLogger("gangstorm.locust")
 LEAD_IN_S = 1.0     # the schedule starts this long after test start, so users are spawned in time

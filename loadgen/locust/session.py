@@ -23,8 +23,8 @@ from loadgen.locust.collect import Collector
 from loadgen.locust.options import OptionError, Settings, settings as parse_settings
 from loadgen.locust.plan import build
 from loadgen.locust.process import Process
-from loadgen.scenario import ScenarioError
-from loadgen.storage import new_run_id
+from loadgen.input.scenario import ScenarioError
+from loadgen.output.storage import new_run_id
 
 log = logging.getLogger("gangstorm.locust")
 FLUSH = "gangstorm_flush"
@@ -224,7 +224,7 @@ class Session:
     def _publish(self, summary: dict, done: bool) -> None:
         """As `gangstorm run` does: the run in results/index.jsonl (when it finished and sits in
         results/) and its report.html."""
-        from loadgen.comparative import RESULTS_ROOT, add_to_index, in_results_root, write_report
+        from loadgen.drive.comparative import RESULTS_ROOT, add_to_index, in_results_root, write_report
         out = Path(self.collector.out)
         if done and in_results_root(out, RESULTS_ROOT):
             add_to_index(RESULTS_ROOT, summary, out, time.time() - summary["wall_s"])

@@ -4,7 +4,7 @@ Locust rounds every response time to about two significant digits before countin
 (stats.bucket_response_time, documented as replaceable at runtime) and computes percentiles
 from those buckets with its own rank rule. Here the bucket function keeps the value as given
 (callers round to the microsecond), percentiles use the nearest-rank rule of
-loadgen.metrics.exact_quantile, and the CSV writer stops truncating percentiles to whole
+loadgen.measure.statistics.exact_quantile, and the CSV writer stops truncating percentiles to whole
 milliseconds. The result: the p99.9 Locust prints equals the p99.9 gangstorm computes from
 its per-job arrays, in Locust's unit (milliseconds).
 

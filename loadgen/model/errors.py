@@ -14,3 +14,10 @@ class UserError(ValueError):
 
 class BackendError(RuntimeError):
     """A real backend that failed to start or died (not bad input): one line, exit status 1."""
+
+
+class TraceError(UserError):
+    """A bad trace file (gangstorm JSONL or openb CSV)."""
+
+    def __init__(self, source: str, where: str, expected: str):
+        super().__init__(f"{source}: {where}: {expected}")

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from loadgen.model.fleet import Fleet
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.startup import StartupSpec
+from loadgen.model.startup.spec import StartupSpec
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class TargetContext:
     # Several Locust processes on one existing cluster: "submit" sends jobs and observes nothing,
     # "observe" sends nothing, watches the cluster once for all, runs chaos and cleans up; "all" both.
     role: str = "all"
-    # Image pull, rendezvous and GPU activity (loadgen/model/startup.py), already time-scaled for
+    # Image pull, rendezvous and GPU activity (loadgen/model/startup/spec.py), already time-scaled for
     # a wall-clock backend. A target reports READY when every member's container runs.
     startup: StartupSpec = field(default_factory=StartupSpec.off)
 
@@ -158,7 +158,7 @@ class Target(ABC):
 
     def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
         """Send a running gang back to its scheduler as a whole (a failed start under a requeue
-        policy, loadgen/lifecycle.py): EVICTED and REQUEUED now, ADMITTED again later."""
+        policy, loadgen/drive/lifecycle.py): EVICTED and REQUEUED now, ADMITTED again later."""
         raise ChaosUnsupported(f"{self.name}/{self.backend} cannot requeue a gang")
 
     @abstractmethod
@@ -176,7 +176,7 @@ class Target(ABC):
 
     def metrics_endpoints(self) -> list[dict[str, Any]]:
         """The backend's own Prometheus endpoints a scraper may read, once started: dicts with
-        name, url and optionally cert_file, key_file, tls_insecure (loadgen/promrun.py)."""
+        name, url and optionally cert_file, key_file, tls_insecure (loadgen/live/prometheus.py)."""
         return []
 
     def preflight(self) -> list[str]:

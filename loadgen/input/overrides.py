@@ -1,0 +1,74 @@
+"""The scenario overrides every entry point takes, declared once: --nodes, --seed, --churn,
+--duration-h, --time-scale and --ray-nodes.
+
+The CLI subcommands add them with cli.common.add_overrides (asv's common_args); the Locust driver
+declares the same ones in its web UI form, where values arrive as text. Either way a bad value is
+one line, `--flag: expected ..., got ...`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadgen.model.errors import UserError
+from loadgen.input.scenario import Scenario, load
+
+TIME_SCALE = 60.0           # wall-clock backends: virtual seconds per wall second, by default
+
+
+class OverrideError(UserError):
+    """A bad override value: one line naming the flag and what was expected."""
+
+
+@dataclass(frozen=True)
+class Override:
+    dest: str
+    flag: str
+    key: str | None           # the dotted scenario key it sets (None: a run option, not a scenario key)
+    kind: type
+    positive: bool            # > 0, else >= 0
+    help: str
+    choices: tuple[str, ...] = ()     # kind str: the values accepted
+
+    def parse(self, text) -> int | float | str | None:
+        """Text (web form) or a typed value (argparse) -> value; empty -> None."""
+        if text is None or str(text).strip() == "":
+            return None
+        if self.kind is str:
+            if str(text).strip() not in self.choices:
+                raise OverrideError(f"{self.flag}: expected one of {', '.join(self.choices)}, got {text!r}")
+            return str(text).strip()
+        noun = "integer" if self.kind is int else "number"
+        sign = "positive" if self.positive else "non-negative"
+        try:
+            value = self.kind(str(text).strip())
+        except ValueError:
+            raise OverrideError(f"{self.flag}: expected {'an' if noun == 'integer' else 'a'} {noun}, "
+                                f"got {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")) or (value <= 0 if self.positive else value < 0):
+            raise OverrideError(f"{self.flag}: expected a {sign} {noun}, got {text!r}")
+        return value
+
+
+OVERRIDES = {o.dest: o for o in (
+    Override("nodes", "--nodes", "fleet.nodes", int, True, "fleet size (overrides fleet.nodes)"),
+    Override("seed", "--seed", "seed", int, False, "workload seed (overrides the scenario's)"),
+    Override("churn", "--churn", "workload.churn_multiplier", float, True,
+             "churn multiplier (overrides workload.churn_multiplier)"),
+    Override("duration_h", "--duration-h", "duration_h", float, True, "hours of arrivals (overrides duration_h)"),
+    Override("time_scale", "--time-scale", None, float, True,
+             f"wall-clock backends: virtual seconds per wall second (default {TIME_SCALE:g})"),
+    Override("ray_nodes", "--ray-nodes", "schedulers.ray.nodes", str, False,
+             "--backend real: the Ray fleet's nodes, raylet (real raylets, up to 256) or fakelet (fake raylets "
+             "on the real GCS, up to 20,000; overrides schedulers.ray.nodes)", ("raylet", "fakelet")),
+)}
+
+
+def load_with_overrides(path: str, profile: str | None = None, **values) -> Scenario:
+    """The scenario at `path` with the given override values (None = keep the scenario's), its
+    simulated schedulers timed by `profile` (None = the scenario's own choice)."""
+    sc = load(path, profile)
+    dotted = {OVERRIDES[d].key: v for d, v in values.items() if v is not None and OVERRIDES[d].key}
+    if dotted:
+        sc = sc.with_overrides(**dotted)
+        sc.path = path
+    return sc

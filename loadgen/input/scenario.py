@@ -1,0 +1,272 @@
+"""Scenario files: YAML in, a validated Scenario with every default filled in out.
+
+Errors are one line naming the file, the field and what was expected (the CLI turns them into
+exit status 2); nothing here prints or exits.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.input import profile as profiles
+from loadgen.input import yamlfile
+from loadgen.model.errors import UserError
+from loadgen.model.fleet import Fleet
+from loadgen.model.startup.spec import StartupSpec
+from loadgen.input.profile import Profile, ProfileError
+from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
+
+
+class ScenarioError(UserError):
+    """A user error in a scenario file or an override: one line, file + field + expectation."""
+
+    def __init__(self, source: str, field: str, expected: str):
+        self.source, self.field, self.expected = source, field, expected
+        where = f"{source}: {field}" if field else source
+        super().__init__(f"{where}: {expected}")
+
+
+MAX_MAGNITUDE = 1e12        # any unbounded numeric field: far beyond sense, well inside float and int64
+MAX_STRING = 4096
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_number(text: str) -> str:
+    """1e3 -> 1.0e+3: the spelling YAML 1.1 (PyYAML) reads as a number."""
+    mant, _, exp = text.lower().partition("e")
+    if not exp:
+        return text
+    mant = mant if "." in mant else mant + ".0"
+    return f"{mant}e{exp if exp[0] in '+-' else '+' + exp}"
+
+
+def _type_name(t) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    if isinstance(t, tuple):
+        return "a number" if set(t) == {int, float} else " or ".join(names.get(x, x.__name__) for x in t)
+    return names.get(t, t.__name__)
+
+
+def _leaf(value: Any, spec: Field, src: str, path: str) -> Any:
+    if value is PROFILE and spec.default is PROFILE:
+        return value
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got null")
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    # bool is an int in Python; a YAML `true` is never a valid number here.
+    if isinstance(value, bool) and bool not in types:
+        raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {value!r}")
+    if not isinstance(value, types):
+        if float in types and isinstance(value, int):
+            value = float(value)
+        elif (float in types or int in types) and isinstance(value, str) and _looks_numeric(value):
+            raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got the text {value!r} (YAML reads "
+                                f"{value} as text; write {_yaml_number(value)} or the plain number)")
+        else:
+            raise ScenarioError(src, path, f"expected {_type_name(spec.type)}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(src, path, f"expected a finite number, got {value!r}")
+    if isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE and spec.hi is None:
+        raise ScenarioError(src, path, f"expected a number of magnitude at most {MAX_MAGNITUDE:g}, got {value!r}")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise ScenarioError(src, path, f"expected a string of at most {MAX_STRING} characters, got {len(value):,}")
+    if spec.choices is not None and value not in spec.choices:
+        raise ScenarioError(src, path, f"expected one of {', '.join(map(str, spec.choices))}, got {value!r}")
+    if spec.lo is not None and value < spec.lo:
+        raise ScenarioError(src, path, f"expected >= {spec.lo}, got {value!r}")
+    if spec.hi is not None and value > spec.hi:
+        raise ScenarioError(src, path, f"expected <= {spec.hi}, got {value!r}")
+    return value
+
+
+def _default(spec: Any, src: str, path: str) -> Any:
+    if isinstance(spec, Field):
+        if spec.default is REQUIRED:
+            raise ScenarioError(src, path, "is required")
+        return copy.deepcopy(spec.default)
+    if isinstance(spec, (MapOf, ListOf)):
+        return copy.deepcopy(spec.default)
+    return validate({}, spec, src, path)
+
+
+def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
+    """Check `value` against `spec`, filling defaults; raise ScenarioError on the first problem."""
+    if isinstance(spec, Field):
+        return _leaf(value, spec, src, path)
+    if isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            raise ScenarioError(src, path, f"expected a list, got {type(value).__name__}")
+        return [validate(v, spec.item, src, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(spec, MapOf):
+        if not isinstance(value, dict):
+            raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
+        return {str(k): validate(v, spec.item, src, f"{path}.{k}") for k, v in value.items()}
+    if not isinstance(value, dict):
+        raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
+    unknown = sorted(map(str, set(value) - set(spec)))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        raise ScenarioError(src, where, f"unknown key (known: {', '.join(sorted(spec))})")
+    out = {}
+    for key, sub in spec.items():
+        here = f"{path}.{key}" if path else key
+        out[key] = validate(value[key], sub, src, here) if key in value else _default(sub, src, here)
+    return out
+
+
+def _check_mix(data: dict, src: str) -> None:
+    classes = data["workload"]["classes"]
+    if not classes:
+        raise ScenarioError(src, "workload.classes", "expected at least one job class")
+    total = sum(c["share"] for c in classes.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")
+    gpn = data["fleet"]["gpus_per_node"]
+    for name, c in classes.items():
+        if not c["shapes"]:
+            raise ScenarioError(src, f"workload.classes.{name}.shapes", "expected at least one shape")
+        for i, s in enumerate(c["shapes"]):
+            if s["gpus"] > gpn:
+                raise ScenarioError(src, f"workload.classes.{name}.shapes[{i}].gpus",
+                                    f"expected <= fleet.gpus_per_node ({gpn}), got {s['gpus']}")
+    if not data["fleet"]["gpu_models"] or sum(data["fleet"]["gpu_models"].values()) <= 0:
+        raise ScenarioError(src, "fleet.gpu_models", "expected at least one model with a positive weight")
+    for name, c in classes.items():
+        if c["shapes"] and sum(s["weight"] for s in c["shapes"]) <= 0:
+            raise ScenarioError(src, f"workload.classes.{name}.shapes", "expected at least one shape with a positive weight")
+        d = c["duration_s"]
+        if d["max"] is not None and d["max"] < d["median"]:
+            raise ScenarioError(src, f"workload.classes.{name}.duration_s.max",
+                                f"expected >= median ({d['median']:g}), got {d['max']:g}")
+    nodes = data["fleet"]["nodes"]
+    for i, e in enumerate(data["chaos"]):
+        if e["until_s"] is not None and e["until_s"] < e["at_s"]:
+            raise ScenarioError(src, f"chaos[{i}].until_s", f"expected >= at_s ({e['at_s']:g}), got {e['until_s']:g}")
+        if e["kind"] == "node_failure" and e["nodes"] > nodes:
+            raise ScenarioError(src, f"chaos[{i}].nodes", f"expected <= fleet.nodes ({nodes:,}), got {e['nodes']:,}")
+        if e["kind"] == "fragmentation_prefill" and e["gpus_per_node"] > gpn:
+            raise ScenarioError(src, f"chaos[{i}].gpus_per_node", f"expected <= fleet.gpus_per_node ({gpn}), "
+                                f"got {e['gpus_per_node']}")
+
+
+@dataclass
+class Scenario:
+    path: str
+    data: dict[str, Any]                    # validated, defaults filled, profile values resolved
+    raw: dict[str, Any]                     # what the file (plus overrides) said
+    profile: Profile
+    from_scenario: tuple[str, ...] = ()     # profile parameters the scenario set itself
+
+    @property
+    def name(self) -> str:
+        return self.data["name"] or Path(self.path).stem
+
+    @property
+    def seed(self) -> int:
+        return self.data["seed"]
+
+    def section(self, key: str) -> dict[str, Any]:
+        return self.data[key]
+
+    def scheduler_config(self, name: str) -> dict[str, Any]:
+        return self.data["schedulers"][name]
+
+    def fleet(self) -> Fleet:
+        f = self.data["fleet"]
+        return Fleet(nodes=f["nodes"], gpus_per_node=f["gpus_per_node"], cpus_per_node=f["cpus_per_node"],
+                     memory_gib_per_node=f["memory_gib_per_node"], leaf_size=f["leaf_size"],
+                     leaves_per_spine=f["leaves_per_spine"],
+                     gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed)
+
+    def startup(self) -> StartupSpec:
+        """Image pull, rendezvous and GPU activity as the scenario describes them (virtual seconds)."""
+        st = self.data["startup"]
+        return StartupSpec.from_sections(st["image"], {**st["rendezvous"], "restart": dict(st["rendezvous"]["restart"])},
+                                         self.data["activity"])
+
+    def model_status(self, scheduler: str) -> dict[str, Any]:
+        """Which profile produced a simulated result, whether it is calibrated, what the scenario changed."""
+        own = [k for k in self.from_scenario if k.startswith(("control_plane.", f"schedulers.{scheduler}."))]
+        return {**self.profile.status(scheduler), **({"set_by_scenario": own} if own else {})}
+
+    def with_overrides(self, **dotted: Any) -> "Scenario":
+        """A copy with dotted keys replaced (e.g. {"fleet.nodes": 1000}), re-validated."""
+        raw = copy.deepcopy(self.raw)
+        for key, value in dotted.items():
+            node = raw
+            *parents, leaf = key.split(".")
+            for p in parents:
+                node = node.setdefault(p, {})
+                if not isinstance(node, dict):
+                    raise ScenarioError(self.path, key, f"cannot override inside a {type(node).__name__}")
+            node[leaf] = value
+        return from_dict(raw, self.path, self.profile)
+
+    def with_profile(self, profile: Profile | str | None) -> "Scenario":
+        return from_dict(copy.deepcopy(self.raw), self.path, profile)
+
+
+def from_dict(raw: Any, source: str = "<scenario>", profile: Profile | str | None = None) -> Scenario:
+    """Validate raw scenario data. The profile is, in order: `profile` given here, the scenario's
+    own `profile:` key, the default (loadgen.input.profile.DEFAULT)."""
+    if raw is None:
+        raw = {}
+    data = validate(raw, SCENARIO, source)
+    if data["workload"]["classes"] is None:
+        data["workload"]["classes"] = validate(DEFAULT_CLASSES, MapOf(SCENARIO["workload"]["classes"].item),
+                                               source, "workload.classes")
+    _check_mix(data, source)
+    if not isinstance(profile, Profile):
+        try:
+            profile = profiles.load(profile or data["profile"])
+        except ProfileError as e:
+            raise ScenarioError(source, "profile", str(e)) from None
+    own = _resolve(data, SCENARIO, profile, source)
+    return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own))
+
+
+def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = "") -> list[str]:
+    """Replace PROFILE markers by the profile's values in place; returns the dotted keys of profile
+    parameters the scenario set itself."""
+    own = []
+    for key, sub in spec.items():
+        dotted = f"{path}.{key}" if path else key
+        if isinstance(sub, dict) and isinstance(data.get(key), dict):
+            own += _resolve(data[key], sub, profile, source, dotted)
+        elif isinstance(sub, Field) and sub.default is PROFILE:
+            if data[key] is PROFILE:
+                section, _, param = dotted.removeprefix("schedulers.").partition(".")
+                try:
+                    data[key] = profile.value(section, param)
+                except ProfileError as e:
+                    raise ScenarioError(source, dotted, f"no value: {e}") from None
+            else:
+                own.append(dotted)
+    return own
+
+
+def load(path: str | Path, profile: Profile | str | None = None) -> Scenario:
+    src = str(path)
+    if not Path(path).exists():
+        raise ScenarioError(src, "", "no such scenario file")
+    try:
+        raw = yamlfile.read(path)
+    except yamlfile.YamlFileError as e:
+        raise ScenarioError(src, e.where, e.expected) from None
+    if raw is None:
+        raise ScenarioError(src, "", "is empty; expected a scenario mapping (`{}` runs every default; see scenarios/)")
+    if not isinstance(raw, dict):
+        raise ScenarioError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
+    return from_dict(raw, src, profile)

@@ -1,0 +1,223 @@
+"""Trace files: gangstorm JSONL (export/replay the same jobs on every backend) and openb pod CSVs.
+
+JSONL: one Job per line as JSON; a first line {"gangstorm_trace": 1, ...} carries metadata.
+openb (alibaba/clusterdata cluster-trace-gpu-v2023): one pod = a one-member job of num_gpu GPUs,
+duration = deletion_time - creation_time, submit = creation_time (shifted so the first is 0).
+CPU-only pods (num_gpu 0) and pods without a deletion time are skipped and counted.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import fields
+from pathlib import Path
+
+from loadgen.model.errors import TraceError
+from loadgen.model.job import Job
+from loadgen.input.workload import tenant_names
+
+REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}
+OPENB_COLUMNS = {"name", "num_gpu", "creation_time", "deletion_time"}
+
+
+def export_jsonl(jobs: list[Job], path: str | Path, meta: dict | None = None) -> None:
+    """Written beside the target and renamed into place: an interrupted export leaves no half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps({"gangstorm_trace": 1, **(meta or {})}) + "\n")
+            for j in jobs:
+                f.write(j.to_json() + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# Bounds: times within a year, ints far beyond any fleet; what a run may hold (jobs, samples) is
+# checked against the scenario by loadgen/input/limits.py.
+MAX_SUBMIT_S = 365 * 86400.0
+MAX_DURATION_S = 365 * 86400.0
+INT_LIMITS = {"id": 2**53, "members": 100_000, "gpus_per_member": 64, "min_available": 100_000,
+              "cpus_per_member": 100_000, "priority": 1_000_000_000}
+STRINGS = ("tenant", "queue", "cls", "name")
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _job_from_row(row: dict, src: str, lineno: int) -> Job:
+    where = f"line {lineno}"
+    missing = REQUIRED_JOB_KEYS - set(row)
+    if missing:
+        raise TraceError(src, where, f"missing field {sorted(missing)[0]!r}")
+    numeric = {"id": int, "members": int, "gpus_per_member": int, "duration_s": float, "submit_s": float,
+               "min_available": int, "cpus_per_member": int, "priority": int}
+    for key, kind in numeric.items():
+        if key not in row:
+            continue
+        v = row[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TraceError(src, f"{where}: {key}", f"expected a number, got {v!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise TraceError(src, f"{where}: {key}", f"expected a finite number, got {v!r}")
+        if kind is int and float(v) != int(v):
+            raise TraceError(src, f"{where}: {key}", f"expected an integer, got {v!r}")
+        if kind is int and not -INT_LIMITS[key] <= v <= INT_LIMITS[key]:
+            raise TraceError(src, f"{where}: {key}", f"expected at most {INT_LIMITS[key]:,} in magnitude, got {v!r}")
+    for key in STRINGS:
+        if key in row and not isinstance(row[key], str):
+            raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
+    for key in ("members", "gpus_per_member"):
+        if row[key] < 1:
+            raise TraceError(src, f"{where}: {key}", f"expected >= 1, got {row[key]!r}")
+    if not 0 < row["duration_s"] <= MAX_DURATION_S:
+        raise TraceError(src, f"{where}: duration_s", f"expected a time in (0, {MAX_DURATION_S:.0f}] s, "
+                         f"got {row['duration_s']:g}")
+    if not 0 <= row["submit_s"] <= MAX_SUBMIT_S:
+        raise TraceError(src, f"{where}: submit_s", f"expected a time in [0, {MAX_SUBMIT_S:.0f}] s (a year), "
+                         f"got {row['submit_s']:g}")
+    if "min_available" in row and not 1 <= row["min_available"] <= row["members"]:
+        raise TraceError(src, f"{where}: min_available", f"expected 1 to members ({row['members']}), "
+                         f"got {row['min_available']!r}")
+    if row.get("cpus_per_member", 0) < 0:
+        raise TraceError(src, f"{where}: cpus_per_member", f"expected >= 0, got {row['cpus_per_member']!r}")
+    row = dict(row)
+    for key, kind in numeric.items():
+        if key in row:
+            row[key] = kind(row[key])
+    row.setdefault("tenant", "default")
+    row.setdefault("queue", f"q-{row['tenant']}")
+    row.setdefault("cls", "large" if row["members"] >= 8 else "small")
+    row.setdefault("min_available", row["members"])
+    known = {f.name for f in fields(Job)}
+    return Job(**{k: v for k, v in row.items() if k in known})
+
+
+def _lines(path: str | Path, src: str):
+    """(line number, text) of a trace file, with one-line errors for what cannot be read as text."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(src, "file", "no such trace file")
+    if p.is_dir():
+        raise TraceError(src, "file", "expected a trace file, got a directory")
+    try:
+        f = open(p, encoding="utf-8", newline="")
+    except OSError as e:
+        raise TraceError(src, "file", f"cannot be read ({e.strerror})") from None
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):
+                if "\x00" in line:
+                    raise TraceError(src, f"line {lineno}", "expected text, found a NUL byte (is this a binary file?)")
+                if len(line) > MAX_LINE:
+                    raise TraceError(src, f"line {lineno}", f"expected a line of at most {MAX_LINE:,} characters")
+                if lineno > MAX_LINES:
+                    raise TraceError(src, "file", f"expected at most {MAX_LINES:,} lines (a run's job limit)")
+                yield lineno, line
+        except UnicodeDecodeError:
+            raise TraceError(src, f"line {lineno + 1}", "expected UTF-8 text (is this a binary file?)") from None
+        except OSError as e:
+            raise TraceError(src, "file", f"cannot be read ({e.strerror})") from None
+
+
+MAX_LINE = 64 * 1024
+MAX_LINES = 2_000_001
+
+
+def import_jsonl(path: str | Path) -> tuple[list[Job], dict]:
+    src = str(path)
+    jobs, meta = [], {}
+    for lineno, line in _lines(path, src):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, parse_constant=_reject_constant)
+        except ValueError as e:
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            raise TraceError(src, f"line {lineno}", f"expected a JSON object ({msg})") from None
+        if not isinstance(row, dict):
+            raise TraceError(src, f"line {lineno}", "expected a JSON object")
+        if "gangstorm_trace" in row:
+            meta = row
+            continue
+        jobs.append(_job_from_row(row, src, lineno))
+    seen: set[int] = set()
+    for j in jobs:
+        if j.id in seen:
+            raise TraceError(src, "id", f"expected unique job ids, {j.id} appears twice")
+        seen.add(j.id)
+    jobs.sort(key=lambda j: (j.submit_s, j.id))
+    return jobs, meta
+
+
+def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 96, tenants: int = 6,
+                 seed: int = 1, limit: int | None = None) -> tuple[list[Job], dict]:
+    src = str(path)
+    names = tenant_names(tenants, seed)
+    rows = []
+    skipped = {"cpu_only": 0, "no_deletion_time": 0, "too_many_gpus": 0}
+    text = (line.lstrip("\ufeff") if n == 1 else line for n, line in _lines(path, src))
+    try:
+        reader = csv.DictReader(text)
+        missing = OPENB_COLUMNS - set(reader.fieldnames or [])
+    except csv.Error as e:
+        raise TraceError(src, "header", f"expected a CSV header ({e})") from None
+    if missing:
+        raise TraceError(src, "header", f"expected openb columns, missing {sorted(missing)[0]!r}")
+    lineno = 1
+    try:
+        for lineno, r in enumerate(reader, 2):
+            try:
+                gpus = float(r["num_gpu"])
+                created = float(r["creation_time"])
+                deleted = float(r["deletion_time"]) if r["deletion_time"] else None
+            except (TypeError, ValueError):
+                raise TraceError(src, f"line {lineno}", "expected numeric num_gpu/creation_time/deletion_time") from None
+            if not all(math.isfinite(x) for x in (gpus, created, deleted or 0.0)):
+                raise TraceError(src, f"line {lineno}", "expected finite num_gpu/creation_time/deletion_time")
+            if gpus < 0 or gpus != int(gpus):
+                raise TraceError(src, f"line {lineno}: num_gpu", f"expected a whole number >= 0, got {r['num_gpu']!r}")
+            gpus = int(gpus)
+            if gpus == 0:
+                skipped["cpu_only"] += 1
+                continue
+            if deleted is None or deleted <= created:
+                skipped["no_deletion_time"] += 1
+                continue
+            if gpus > gpus_per_node:
+                skipped["too_many_gpus"] += 1
+                continue
+            rows.append((created, deleted - created, gpus, r["name"] or f"pod-{lineno}"))
+    except csv.Error as e:
+        raise TraceError(src, f"line {lineno + 1}", f"expected CSV ({e})") from None
+    rows.sort()
+    if limit is not None:
+        rows = rows[:limit]
+    t0 = rows[0][0] if rows else 0.0
+    cpg = cpus_per_node // gpus_per_node
+    jobs = []
+    for i, (created, dur, gpus, name) in enumerate(rows):
+        tenant = names[i % len(names)]
+        jobs.append(Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls=f"openb-{gpus}gpu", members=1,
+                        gpus_per_member=gpus, duration_s=min(dur, MAX_DURATION_S), submit_s=created - t0,
+                        min_available=1, cpus_per_member=gpus * cpg, name=name))
+    return jobs, {"source": src, "skipped": skipped}
+
+
+def load_trace(path: str | Path, **openb_kwargs) -> tuple[list[Job], dict]:
+    """JSONL or openb CSV, told apart by suffix."""
+    return import_openb(path, **openb_kwargs) if str(path).endswith(".csv") else import_jsonl(path)
+
+
+def compress(jobs: list[Job], churn: float) -> list[Job]:
+    """Apply a churn multiplier to a replayed trace: arrivals c times as fast, durations / c."""
+    if churn == 1:
+        return jobs
+    from dataclasses import replace
+    return [replace(j, submit_s=j.submit_s / churn, duration_s=max(j.duration_s / churn, 1.0)) for j in jobs]

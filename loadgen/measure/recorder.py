@@ -1,0 +1,180 @@
+"""The recorder: turns the stream of target events into per-job arrays and time integrals.
+
+One recorder per (scheduler, run). It is the single measurement path for simulated and real
+backends: admission is the first ADMITTED time minus the job's intended submit time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from loadgen.model.startup import activity
+from loadgen.model.events import Event, Kind
+from loadgen.model.job import Job
+from loadgen.model.startup.spec import ActivitySpec
+from loadgen.model.target import Snapshot
+
+
+class Recorder:
+    def __init__(self, jobs: list[Job], activity_spec: ActivitySpec | None = None):
+        self.jobs = jobs
+        self.index = {j.id: i for i, j in enumerate(jobs)}
+        n = len(jobs)
+        self.submit = np.array([j.submit_s for j in jobs], dtype=float)
+        self.gpm = np.array([j.gpus_per_member for j in jobs], dtype=np.int64)
+        self.members = np.array([j.members for j in jobs], dtype=np.int64)
+        self.sent = np.full(n, np.nan)         # when the client actually submitted (wall runs)
+        self.accepted = np.zeros(n, dtype=bool)
+        self.accepted_t = np.full(n, np.nan)   # when the target accepted the submission
+        self.admit = np.full(n, np.nan)
+        self.backend_admit = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.failed = np.zeros(n, dtype=bool)
+        self.rejected = np.zeros(n, dtype=bool)
+        self.reason: dict[int, str] = {}
+        self.evictions = np.zeros(n, dtype=np.int64)
+        self.requeued_at: dict[int, float] = {}
+        self.readmission: list[float] = []
+        self.bound = np.zeros(n, dtype=np.int64)
+        self.admitted_now = np.zeros(n, dtype=bool)
+        self.samples: list[Snapshot] = []
+        self.chaos_log: list[dict] = []
+        # time integrals (GPU-seconds)
+        self.t = 0.0
+        self.held_gpus = 0            # GPUs bound to workload jobs
+        self.partial_gpus = 0         # ... of which in gangs not (or no longer) fully bound
+        self.held_gpu_s = 0.0
+        self.partial_gpu_s = 0.0
+        self.window = (0.0, np.inf)
+        self.held_gpu_s_window = 0.0
+        self.partial_ever = np.zeros(n, dtype=bool)
+        # work thrown away: GPU-seconds of runs cut short by an eviction or a node failure (the
+        # gang restarts from scratch: no checkpoints are modelled)
+        self.run_start = np.full(n, np.nan)
+        self.lost_gpu_s = 0.0
+        # placement: where each job's first admission put its members, and every run's nodes and
+        # length (closed at finish, eviction, failure or the end), for leaf/spine crossing
+        self.first_nodes: dict[int, tuple[int, ...]] = {}
+        self.run_nodes: dict[int, tuple[int, ...]] = {}
+        self.runs: list[tuple[int, tuple[int, ...], float]] = []    # (job index, nodes, seconds)
+        # the budgets after admission: first READY (every member's container runs) and first
+        # TRAINING (rendezvous done); failed rendezvous attempts per job
+        self.ready = np.full(n, np.nan)
+        self.training = np.full(n, np.nan)
+        self.start_failures = np.zeros(n, dtype=np.int64)
+        # GPU activity (loadgen/model/startup/activity.py): SM-active GPU-seconds of training runs, whole
+        # run and inside the window, closed when a training run ends
+        self.activity = activity_spec or ActivitySpec()
+        self.train_since = np.full(n, np.nan)
+        self.active_gpu_s = 0.0
+        self.active_gpu_s_window = 0.0
+        self.on_sample: list = []       # callables (recorder, snapshot) after each sample (exposition)
+
+    def set_window(self, start: float, end: float) -> None:
+        self.window = (float(start), float(end))
+
+    def _integrate(self, t: float) -> None:
+        t = float(t)
+        if t <= self.t:
+            return
+        dt = t - self.t
+        self.held_gpu_s += self.held_gpus * dt
+        self.partial_gpu_s += self.partial_gpus * dt
+        lo, hi = max(self.t, self.window[0]), min(t, self.window[1])
+        if hi > lo:
+            self.held_gpu_s_window += self.held_gpus * (hi - lo)
+        self.t = t
+
+    def _set_bound(self, i: int, bound: int, admitted: bool) -> None:
+        gpm = int(self.gpm[i])
+        old_held = int(self.bound[i]) * gpm
+        old_partial = old_held if not self.admitted_now[i] else 0
+        self.bound[i] = bound
+        self.admitted_now[i] = admitted
+        new_held = int(bound) * gpm
+        new_partial = new_held if not admitted else 0
+        if new_partial > 0:
+            self.partial_ever[i] = True
+        self.held_gpus += new_held - old_held
+        self.partial_gpus += new_partial - old_partial
+
+    def sent_at(self, job_id: int, t: float) -> None:
+        self.sent[self.index[job_id]] = t
+
+    def record(self, events: list[Event]) -> None:
+        for e in events:
+            i = self.index.get(e.job_id)
+            if i is None:
+                continue
+            self._integrate(e.t)
+            k = e.kind
+            if k is Kind.SUBMITTED:
+                if not self.accepted[i]:
+                    self.accepted_t[i] = e.t
+                self.accepted[i] = True
+            elif k is Kind.BOUND:
+                self._set_bound(i, e.members, bool(self.admitted_now[i]))
+            elif k is Kind.ADMITTED:
+                if np.isnan(self.run_start[i]):
+                    self.run_start[i] = e.t
+                if e.nodes:
+                    self.first_nodes.setdefault(i, tuple(e.nodes))
+                    self.run_nodes[i] = tuple(e.nodes)
+                self._set_bound(i, max(e.members, int(self.bound[i])), True)
+                if np.isnan(self.admit[i]):
+                    self.admit[i] = e.t
+                    if e.backend_t is not None:
+                        self.backend_admit[i] = e.backend_t
+                if e.job_id in self.requeued_at:
+                    self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
+            elif k is Kind.READY:
+                if np.isnan(self.ready[i]):
+                    self.ready[i] = e.t
+            elif k is Kind.TRAINING:
+                if np.isnan(self.training[i]):
+                    self.training[i] = e.t
+                if np.isnan(self.train_since[i]):
+                    self.train_since[i] = e.t
+            elif k is Kind.START_FAILED:
+                self.start_failures[i] += 1
+            elif k is Kind.EVICTED:
+                self.evictions[i] += 1
+                self._end_run(i, e.t)
+                if not np.isnan(self.run_start[i]):
+                    self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * int(self.gpm[i])
+                    self.run_start[i] = np.nan
+                self._set_bound(i, e.members, False)
+            elif k is Kind.REQUEUED:
+                self.requeued_at.setdefault(e.job_id, e.t)
+            elif k in (Kind.FINISHED, Kind.FAILED, Kind.REJECTED):
+                self._end_run(i, e.t)
+                self._set_bound(i, 0, False)
+                if k is Kind.FINISHED:
+                    self.finish[i] = e.t
+                else:
+                    (self.failed if k is Kind.FAILED else self.rejected)[i] = True
+                    self.reason[e.job_id] = e.reason
+
+    def _end_run(self, i: int, t: float) -> None:
+        """The run that started at run_start[i] on run_nodes[i] ends at t (placement GPU-seconds,
+        and the SM-active GPU-seconds of its training)."""
+        since = self.train_since[i]
+        if not np.isnan(since):
+            gpus = int(self.members[i]) * int(self.gpm[i])
+            self.active_gpu_s += gpus * activity.seconds(self.activity, since, since, t)
+            lo, hi = self.window
+            self.active_gpu_s_window += gpus * activity.seconds(self.activity, since, max(since, lo), min(t, hi))
+            self.train_since[i] = np.nan
+        nodes = self.run_nodes.pop(i, None)
+        if nodes and not np.isnan(self.run_start[i]):
+            self.runs.append((i, nodes, max(0.0, t - float(self.run_start[i]))))
+
+    def sample(self, snap: Snapshot) -> None:
+        self._integrate(snap.t)
+        self.samples.append(snap)
+        for fn in self.on_sample:
+            fn(self, snap)
+
+    def close(self, t: float) -> None:
+        self._integrate(t)
+        for i in set(self.run_nodes) | set(np.flatnonzero(~np.isnan(self.train_since)).tolist()):
+            self._end_run(i, t)           # still running at the end: counted up to t

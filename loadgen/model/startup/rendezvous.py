@@ -1,0 +1,47 @@
+"""Rendezvous: from every member's process running to the first all-reduce. Pure.
+
+One attempt takes (base + per_member x members + per_extra_leaf x (leaves - 1) + misaligned) x a
+lognormal jitter, drawn from (seed, job, attempt) so it does not depend on the order jobs reach it.
+A gang is rail-misaligned when its members span several nodes and either several leaves (rings
+cross the spine) or share nodes with others (members of fewer than all a node's GPUs cannot count
+on meeting their peers on the same rail). An attempt longer than timeout_s fails the start: the
+job restarts per its scheduler's policy (loadgen/drive/lifecycle.py) and the failure is counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadgen.model.fleet import Fleet
+from loadgen.model.startup.spec import RendezvousSpec
+
+
+@dataclass(frozen=True)
+class Attempt:
+    seconds: float          # how long this attempt takes (or would, had it not timed out)
+    timed_out: bool
+    leaves: int
+    misaligned: bool
+
+
+class Rendezvous:
+    def __init__(self, spec: RendezvousSpec, fleet: Fleet, seed: int):
+        self.spec, self.fleet, self.seed = spec, fleet, int(seed)
+        self._leaf = fleet.leaf_of
+
+    def misaligned(self, nodes: tuple[int, ...], gpus_per_member: int) -> tuple[int, bool]:
+        uniq = sorted(set(nodes))
+        leaves = len(set(self._leaf[uniq].tolist())) if uniq else 1
+        multi_node = len(uniq) > 1
+        return leaves, multi_node and (leaves > 1 or gpus_per_member < self.fleet.gpus_per_node)
+
+    def attempt(self, job_id: int, attempt: int, members: int, gpus_per_member: int,
+                nodes: tuple[int, ...]) -> Attempt:
+        s = self.spec
+        leaves, mis = self.misaligned(nodes, gpus_per_member)
+        base = s.base_s + s.per_member_s * members + s.per_extra_leaf_s * (leaves - 1) + (s.misaligned_s if mis else 0.0)
+        if s.jitter_sigma > 0 and base > 0:
+            rng = np.random.default_rng([self.seed, job_id & 0xFFFFFFFF, attempt, 0x4E43])
+            base *= float(rng.lognormal(0.0, s.jitter_sigma))
+        return Attempt(base, base > s.timeout_s, leaves, mis)
