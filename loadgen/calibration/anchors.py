@@ -4,10 +4,18 @@ Each anchor is rebuilt as the workload its publication measured, run on the simu
 with a profile, and measured the way the publication measured it (throughput over the measured
 jobs). `gangstorm calibrate --anchors` fits the reference profile to the fit anchors and validates
 it on the held-out ones; `gangstorm profile anchors` prints the table.
+
+An anchor checks one profile. The reference profile's figures are published (the source names the
+version); the local profile's are the same kind of benchmark measured on this machine class, read
+from the result file its command wrote under results/ (`measured_file`: JSON with at least
+`figure` and `command`), so re-running the benchmark updates the anchor.
 """
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -30,11 +38,14 @@ VC_DOC = ("volcano docs/user-guide/how_to_tune_volcano_performance.md: 10,000 jo
           "runs vc-controller-manager and vc-scheduler with --kube-api-qps/--kube-api-burst 1000)")
 
 
+ROOT = Path(os.environ.get("GANGSTORM_ROOT") or Path(__file__).resolve().parents[2])
+
+
 @dataclass(frozen=True)
 class Anchor:
     scheduler: str
     name: str
-    published: float
+    published: float | None                           # the publication's figure; None: measured here
     unit: str
     source: str
     role: str                                         # "fit" or "held_out"
@@ -44,6 +55,28 @@ class Anchor:
     end_s: float = 3600.0
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    profile: str = "reference"                        # the profile this anchor checks
+    measured_file: str = ""                           # measured here: the result file (under ROOT)
+
+
+def figure(anchor: Anchor) -> tuple[float | None, str]:
+    """The anchor's figure and its origin: the publication's, or the one its benchmark measured
+    here (None until that benchmark has run: the origin then names the command to run)."""
+    if not anchor.measured_file:
+        return anchor.published, "published"
+    path = ROOT / anchor.measured_file
+    try:
+        data = json.loads(path.read_text())
+        value = float(data["figure"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"not measured yet ({anchor.measured_file}; {anchor.source})"
+    return value, f"measured here: {data.get('command') or anchor.source}"
+
+
+def anchors_for(profile_name: str) -> list[Anchor]:
+    """The anchors that check a profile: its own, or the published ones for a profile without any."""
+    own = [a for a in ANCHORS if a.profile == profile_name]
+    return own or [a for a in ANCHORS if a.profile == "reference"]
 
 
 def _job(i: int, t: float, members: int = 1, gpus: int = 1, dur: float = 1e6, cls: str = "small") -> Job:
@@ -134,12 +167,17 @@ def reproduce(anchor: Anchor, profile: Profile) -> float:
 
 
 def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
+    """One row per anchor: its figure (published or measured here), the simulated figure and
+    their ratio (figure / sim)."""
     rows = []
-    for a in anchors or ANCHORS:
+    for a in anchors if anchors is not None else anchors_for(profile.name):
+        value, origin = figure(a)
         sim = reproduce(a, profile)
+        ok = value is not None and sim and sim == sim
         rows.append({"scheduler": a.scheduler, "anchor": a.name, "role": a.role, "unit": a.unit,
-                     "published": a.published, "sim": round(sim, 2),
-                     "ratio": round(a.published / sim, 3) if sim and sim == sim else None, "source": a.source,
+                     "figure": value, "origin": origin, "sim": round(sim, 2),
+                     "ratio": round(value / sim, 3) if ok else None, "source": a.source,
+                     **({"published": a.published} if origin == "published" else {}),
                      **({"notes": a.notes} if a.notes else {})})
     return rows
 
@@ -193,7 +231,7 @@ def fit_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dict]
     (fit and held-out) and the factors found."""
     import math
     from loadgen.calibration.fit import Free, search
-    fit = [a for a in ANCHORS if a.scheduler == scheduler and a.role == "fit"]
+    fit = [a for a in anchors_for("reference") if a.scheduler == scheduler and a.role == "fit"]
     free = [Free("knob", k, *(spec[2:] if isinstance(spec, tuple) else (1e-3, 1e3)))
             for k, spec in KNOBS[scheduler].items()]
     start = {("knob", k): (profile.params[spec[0]][spec[1]].value if isinstance(spec, tuple) else 1.0)
@@ -204,12 +242,12 @@ def fit_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dict]
         err = 0.0
         for a in fit:
             sim = reproduce(a, prof)
-            err += 100.0 if not sim or sim != sim else math.log(sim / a.published) ** 2
+            err += 100.0 if not sim or sim != sim else math.log(sim / figure(a)[0]) ** 2
         return err
 
     best, loss, evals = search(objective, start, free, max_evals=30 * len(free) + 20)
     fitted = _scaled(profile, scheduler, best)
-    rows = table(fitted, [a for a in ANCHORS if a.scheduler == scheduler])
+    rows = table(fitted, [a for a in anchors_for("reference") if a.scheduler == scheduler])
     return fitted, rows, {"factors": {k: round(v, 4) for (_, k), v in best.items()}, "loss": round(loss, 6),
                           "evaluations": evals}
 
@@ -218,7 +256,7 @@ def _borrowed(profile: Profile, scheduler: str, donor: dict) -> tuple[Profile, l
     _, donor_knob, knob = BORROWED[scheduler]
     factor = donor["factors"][donor_knob]
     fitted = _scaled(profile, scheduler, {("knob", knob): factor})
-    rows = table(fitted, [a for a in ANCHORS if a.scheduler == scheduler])
+    rows = table(fitted, [a for a in anchors_for("reference") if a.scheduler == scheduler])
     return fitted, rows, {"factors": {knob: factor}, "borrowed_from": f"{BORROWED[scheduler][0]} {donor_knob}"}
 
 

@@ -92,17 +92,19 @@ def _validation_markdown(prof) -> None:
 
 
 def anchors(args) -> int:
-    from loadgen.calibration.anchors import ANCHORS, table
+    from loadgen.calibration.anchors import anchors_for, table
     prof = _load(args.profile)
     names = set(args.schedulers.split(",")) if args.schedulers else None
-    rows = table(prof, [a for a in ANCHORS if names is None or a.scheduler in names])
+    rows = table(prof, [a for a in anchors_for(prof.name) if names is None or a.scheduler in names])
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"published figures reproduced by the simulated schedulers, profile {prof.name}:\n")
-    print(f"{'anchor':<40} {'role':<9} {'published':>10} {'sim':>10}  {'ratio':>6}  unit")
+    print(f"benchmark figures reproduced by the simulated schedulers, profile {prof.name}:\n")
+    print(f"{'anchor':<40} {'role':<9} {'figure':>10} {'sim':>10}  {'ratio':>6}  unit")
     for r in rows:
         ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['anchor']:<40} {r['role']:<9} {r['published']:>10.1f} {r['sim']:>10.1f}  {ratio:>6}  {r['unit']}")
-    print("\nratio = published / simulated; sources: " + "; ".join(sorted({r["source"] for r in rows})))
+        fig = "n/a" if r["figure"] is None else f"{r['figure']:.1f}"
+        print(f"{r['anchor']:<40} {r['role']:<9} {fig:>10} {r['sim']:>10.1f}  {ratio:>6}  {r['unit']}")
+    print("\nratio = figure / simulated; origins: " + "; ".join(sorted({r["origin"] for r in rows}))
+          + "; sources: " + "; ".join(sorted({r["source"] for r in rows})))
     return 0
