@@ -13,7 +13,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from fuzzkit import OUTCOMES, run_cli
+from support.fuzzkit import OUTCOMES, run_cli
 from loadgen.input.schema import SCENARIO, Field, ListOf, MapOf
 
 EXAMPLES = int(os.environ.get("GANGSTORM_FUZZ_EXAMPLES", "150"))

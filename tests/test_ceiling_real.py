@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from loadgen.measure import saturation
 
 SCENARIO = """\

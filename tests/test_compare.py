@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from loadgen.output import index
 from loadgen.output.compare import SCHEDULER_METRICS, compare, render, verdict
 

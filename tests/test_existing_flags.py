@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from support.paths import ROOT
 from loadgen.input.chaos import plan as chaos_plan
 from loadgen.drive.dryrun import chaos_lines, describe
 from loadgen.model.target import run_label

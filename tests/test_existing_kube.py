@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from fakes.kube.cluster import BinariesMissing, COMPONENT_NAMES, leftover_processes, require_binaries
 
 pytestmark = pytest.mark.real

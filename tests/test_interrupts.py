@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from loadgen.output.storage import verify
 
 # On this machine the folder appears at ~0.25 s, the results are whole at ~1.05 s and report.html

@@ -4,7 +4,7 @@ targets through the registry."""
 import ast
 from pathlib import Path
 
-from conftest import ROOT
+from support.paths import ROOT
 from loadgen.model.registry import REGISTRY, SCHEDULERS
 
 

@@ -20,7 +20,7 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
 import test_ray_real as on_raylets
-from fuzzkit import run_cli
+from support.fuzzkit import run_cli
 from test_ray_real import NODES, _ray_or_fail
 
 PG = bytes(range(18))

@@ -27,7 +27,7 @@ from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
 from loadgen.drive.runner import run_wall
-from recording import Recording
+from support.recording import Recording
 
 pytestmark = pytest.mark.real
 
