@@ -24,7 +24,7 @@ from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
 from loadgen.drive.runner import run_wall
 from support.recording import Recording
-from test_slurm_real import FAST, pids_of
+from support.slurm import FAST, pids_of
 
 pytestmark = pytest.mark.real
 
