@@ -4,8 +4,8 @@ targets through the registry. In tests/, what modules share lives in tests/suppo
 with real-backend tests says so in its name."""
 import ast
 
-from support.paths import ROOT
 from loadgen.model.registry import REGISTRY, SCHEDULERS
+from support.paths import ROOT
 
 
 def imports(package: str) -> dict[str, set[str]]:

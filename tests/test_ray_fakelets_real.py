@@ -19,8 +19,8 @@ from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
-from support.fuzzkit import run_cli
 from support import ray_gangs
+from support.fuzzkit import run_cli
 from support.ray_fleet import NODES, ray_or_fail, started
 
 PG = bytes(range(18))
