@@ -3,7 +3,7 @@
 tests/test_bad_input_fuzz.py generates variations of all of them; here each message is pinned."""
 import pytest
 
-from fuzzkit import run_cli
+from support.fuzzkit import run_cli
 
 SMALL = (b"name: t\nduration_h: 0.1\ndrain_h: 0.05\nwarmup_h: 0\nfleet: {nodes: 16}\n"
          b"workload: {classes: {small: {share: 1, shapes: [{members: 2, gpus: 8}], duration_s: {median: 300}}}}\n")

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from fuzzkit import OUTCOMES, run_cli
 from loadgen.input.schema import SCENARIO, Field, ListOf, MapOf
+from support.fuzzkit import OUTCOMES, run_cli
 
 EXAMPLES = int(os.environ.get("GANGSTORM_FUZZ_EXAMPLES", "150"))
 # No explain phase: it traces every line, which slows the deep-YAML cases past the time bound.

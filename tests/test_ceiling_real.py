@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from loadgen.measure import saturation
+from support.paths import ROOT
 
 SCENARIO = """\
 name: ceiling-real-ci

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import ROOT
 from loadgen.output.storage import verify
+from support.paths import ROOT
 
 # On this machine the folder appears at ~0.25 s, the results are whole at ~1.05 s and report.html
 # is written by ~2.5 s: four schedulers, evictions.

@@ -6,7 +6,7 @@ from fakes.kube.sim import PodState, Scorer, num_feasible_nodes_to_find
 from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction
-from simkit import job, sim
+from support.simkit import job, sim
 
 
 @pytest.mark.parametrize("nodes,pct,expect", [

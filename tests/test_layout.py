@@ -1,11 +1,11 @@
 """The package map stays one-way: fakes/ (the backends) imports only the shared vocabulary in
 loadgen/model, and loadgen/ (driver, measurement, CLI) never imports a backend directly: it finds
-targets through the registry."""
+targets through the registry. In tests/, what modules share lives in tests/support, and a module
+with real-backend tests says so in its name."""
 import ast
-from pathlib import Path
 
-from conftest import ROOT
 from loadgen.model.registry import REGISTRY, SCHEDULERS
+from support.paths import ROOT
 
 
 def imports(package: str) -> dict[str, set[str]]:
@@ -62,3 +62,29 @@ def test_each_stage_imports_only_itself_and_the_stages_before_it():
         if later:
             bad[f] = later
     assert bad == {}
+
+
+def test_no_test_module_imports_another_test_module_or_conftest():
+    """Shared helpers, constants and fixtures are tests/support's: no module under tests/ imports a
+    test module (a test imported from one is collected again under the importer's name) or conftest."""
+    bad = {f: sorted(n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest")
+           for f, names in imports("tests").items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def marked_real(tree: ast.Module) -> bool:
+    """Whether a module uses pytest.mark.real anywhere: pytestmark, a decorator, a param's marks."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "real" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "mark" for n in ast.walk(tree))
+
+
+def test_modules_with_real_backend_tests_and_only_those_end_in_real():
+    """tests/test_*_real.py holds tests marked `real` (beside unmarked ones, possibly); no other
+    test module has any, so the file name tells what a module needs before it is opened."""
+    wrong = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        marked, named = marked_real(ast.parse(path.read_text())), path.name.endswith("_real.py")
+        if marked != named:
+            wrong[str(path.relative_to(ROOT))] = ("marked real, not named *_real.py" if marked
+                                                  else "named *_real.py, no real mark")
+    assert wrong == {}

@@ -10,7 +10,7 @@ import yaml
 from loadgen.input.profile import BUILTIN_DIR, load
 from loadgen.input.scenario import from_dict
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 def gangstorm(*args):

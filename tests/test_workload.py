@@ -6,7 +6,7 @@ from loadgen.input.scenario import from_dict
 from loadgen.input.traces import TraceError, export_jsonl, import_jsonl, import_openb
 from loadgen.input.workload import generate
 
-from conftest import TRACES
+from support.paths import TRACES
 
 
 def small(**over):

@@ -12,57 +12,20 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fakes.ray.fleet import RAY_ENV, ray_processes
-from fakes.ray.launch import marked_processes
 from fakes.ray.survey import PG_PREFIX, survey
 from fakes.real.procfs import listeners
 from fakes.real.procs import alive, session_pids
+from support.paths import ROOT as REPO
+from support.ray_cluster import NODES, cluster_down, cluster_up, gangstorm, run, write_scenario
+from support.ray_fleet import ray_or_fail
 
 pytestmark = pytest.mark.real
 
-REPO = Path(__file__).resolve().parents[1]
-NODES = 4
 FOREIGN = "user-training"
-# ~150 jobs (1 and 4 GPUs, 2 x 8-GPU gangs) over 30 wall seconds, evictions from 5 s to 25 s, and
-# one node failure (not run on an attached cluster: recorded as unsupported).
-SCENARIO = """\
-name: attach-small
-seed: 5
-duration_h: 0.5
-drain_h: 0.1
-warmup_h: 0
-sample_every_s: 30
-fleet: {nodes: 4}
-workload:
-  target_allocation: 0.6
-  churn_multiplier: 4
-  tenants: 2
-  classes:
-    small:
-      share: 0.8
-      shapes:
-        - {members: 1, gpus: 1, weight: 0.5}
-        - {members: 1, gpus: 4, weight: 0.5}
-      duration_s: {median: 120, sigma: 0.5, max: 600}
-    large:
-      share: 0.2
-      shapes:
-        - {members: 2, gpus: 8, weight: 1}
-      duration_s: {median: 180, sigma: 0.5, max: 600}
-chaos:
-  - kind: evictions
-    at_s: 300
-    until_s: 1500
-    rate_per_h: 40
-  - kind: node_failure
-    at_s: 600
-    nodes: 1
-    recover_after_s: 300
-"""
 # A user's workload: a detached placement group that outlives the process that made it.
 MAKE_FOREIGN = f"""
 import sys, ray
@@ -74,103 +37,22 @@ print(pg.id.hex())
 """
 
 
-def _ray_or_fail() -> None:
-    import importlib.util
-    if importlib.util.find_spec("ray") is None:
-        pytest.fail("ray is not installed: run `make venv` (pyproject depends on ray[default])", pytrace=False)
-
-
-def _gangstorm() -> list[str]:
-    exe = Path(sys.executable).parent / "gangstorm"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "loadgen.cli.main"]
-
-
-def _run(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """argv in its own session; on timeout the whole session is interrupted, then killed."""
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for sig, wait in ((signal.SIGINT, 60), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                out, err = proc.communicate(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        pytest.fail(f"{' '.join(argv[:4])} did not finish within {timeout:.0f} s", pytrace=False)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def _started_here(home: Path) -> list[int]:
-    """Live processes that inherited GANGSTORM_CLUSTERS_DIR=home: every process the test's gangstorm
-    commands started (launcher, raylets, agents, drivers), whatever their session."""
-    mark = f"GANGSTORM_CLUSTERS_DIR={home}\0".encode()
-    found = []
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and mark in Path(f"/proc/{d}/environ").read_bytes() + b"\0" and alive(int(d)):
-                found.append(int(d))
-        except OSError:
-            continue
-    return found
-
-
-def _down(env: dict[str, str], state: dict, name: str = "default") -> list[str]:
-    """`cluster down ray`, then whatever it left is killed here (no orphans) and reported."""
-    r = _run(_gangstorm() + ["cluster", "down", "ray", "--name", name], env, 180)
-    tmp = state.get("ray_tmpdir")
-    left = [f"{p} {cmd[:100]}" for p, cmd in ray_processes(tmp)] if tmp else []
-    left += [f"{p} (inherited RAY_TMPDIR)" for p in marked_processes(tmp)] if tmp else []
-    left += [f"{p} (started by this test)" for p in _started_here(Path(env["GANGSTORM_CLUSTERS_DIR"]))]
-    for p in [int(x.split()[0]) for x in left]:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if r.returncode != 0:
-        left.append(f"`cluster down ray` exited {r.returncode}: {r.stderr.strip()[-300:]}")
-    return left
-
-
-def _up(flags: list[str], env: dict[str, str], state: dict, timeout: float = 600) -> None:
-    """`cluster up ray FLAGS --json`; `state` is filled even when it fails (from the state file,
-    when `up` got that far), so that the caller's finally can bring the cluster down."""
-    r = _run(_gangstorm() + ["cluster", "up", "ray", *flags, "--json"], env, timeout)
-    name = flags[flags.index("--name") + 1] if "--name" in flags else "default"
-    state_file = Path(env["GANGSTORM_CLUSTERS_DIR"]) / f"ray-{name}" / "state.json"
-    if state_file.exists():
-        state.update(json.loads(state_file.read_text()))
-    assert r.returncode == 0, f"cluster up failed ({r.returncode}): {r.stderr[-2000:]}"
-    state.update(json.loads(r.stdout))
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    _ray_or_fail()
+    ray_or_fail()
     home = tmp_path_factory.mktemp("clusters")
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(home)}
     state: dict = {}
     try:
-        _up(["--nodes", str(NODES)], env, state)
+        cluster_up(["--nodes", str(NODES)], env, state)
         address = state["connect"]["--ray-address"]
-        made = _run([sys.executable, "-c", MAKE_FOREIGN, address], {**os.environ, **RAY_ENV}, 180)
+        made = run([sys.executable, "-c", MAKE_FOREIGN, address], {**os.environ, **RAY_ENV}, 180)
         assert made.returncode == 0, f"could not create the foreign placement group: {made.stderr[-2000:]}"
         yield {"env": env, "state": state, "address": address, "home": home,
                "foreign_id": made.stdout.strip().splitlines()[-1]}
     finally:
-        left = _down(env, state)
+        left = cluster_down(env, state)
         assert not left, f"left running after `cluster down ray`: {left}"
-
-
-def _scenario(tmp_path: Path) -> Path:
-    p = tmp_path / "attach-small.yaml"
-    p.write_text(SCENARIO)
-    return p
 
 
 def test_attach_modules_do_not_import_ray():
@@ -190,16 +72,16 @@ def test_cluster_up_is_detached_and_on_loopback(cluster):
     socks = listeners(pids)
     assert socks and {a for a, _, _ in socks} == {"127.0.0.1"}, f"non-loopback listeners: {socks}"
     assert all(p in pids for p, _ in ray_processes(state["ray_tmpdir"])), "a Ray process outside the launcher's session"
-    r = _run(_gangstorm() + ["cluster", "status", "ray", "--json"], cluster["env"], 120)
+    r = run(gangstorm() + ["cluster", "status", "ray", "--json"], cluster["env"], 120)
     st = json.loads(r.stdout)["status"]
     assert r.returncode == 0 and st["up"] and st["nodes_alive"] == NODES and st["gpus_alive"] == 8 * NODES, st
 
 
 def test_foreign_workloads_refused_and_dry_run_creates_nothing(cluster, tmp_path):
-    sc = _scenario(tmp_path)
-    base = _gangstorm() + ["run", str(sc), "--schedulers", "ray", "--ray-address", cluster["address"],
-                           "--nodes", str(NODES)]
-    r = _run(base + ["--out", str(tmp_path / "refused")], cluster["env"], 180)
+    sc = write_scenario(tmp_path)
+    base = gangstorm() + ["run", str(sc), "--schedulers", "ray", "--ray-address", cluster["address"],
+                          "--nodes", str(NODES)]
+    r = run(base + ["--out", str(tmp_path / "refused")], cluster["env"], 180)
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith(f"gangstorm: error: ray at {cluster['address']}: 1 placement group "
@@ -208,13 +90,13 @@ def test_foreign_workloads_refused_and_dry_run_creates_nothing(cluster, tmp_path
     assert not (tmp_path / "refused").exists(), "a refused run must not create its results folder"
 
     too_many = [a if a != str(NODES) else str(NODES + 1) for a in base]
-    r = _run(too_many + ["--allow-foreign-workloads", "--out", str(tmp_path / "big")], cluster["env"], 180)
+    r = run(too_many + ["--allow-foreign-workloads", "--out", str(tmp_path / "big")], cluster["env"], 180)
     assert r.returncode == 2 and r.stderr.strip() == (
         f"gangstorm: error: ray at {cluster['address']}: {NODES} alive nodes with GPUs, the scenario needs "
         f"{NODES + 1} (pass --nodes {NODES} or fewer)"), r.stderr[-2000:]
     assert not (tmp_path / "big").exists()
 
-    r = _run(base + ["--allow-foreign-workloads", "--dry-run", "--out", str(tmp_path / "dry")], cluster["env"], 180)
+    r = run(base + ["--allow-foreign-workloads", "--dry-run", "--out", str(tmp_path / "dry")], cluster["env"], 180)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("dry run: nothing was created"), r.stdout
     assert f"{NODES} alive nodes with GPUs; the run uses {NODES} with 8 GPUs each" in r.stdout, r.stdout
@@ -227,9 +109,9 @@ def test_foreign_workloads_refused_and_dry_run_creates_nothing(cluster, tmp_path
 
 def test_run_next_to_foreign_workloads_touches_only_its_own(cluster, tmp_path):
     out = tmp_path / "run"
-    r = _run(_gangstorm() + ["run", str(_scenario(tmp_path)), "--schedulers", "ray", "--ray-address",
-                             cluster["address"], "--nodes", str(NODES), "--allow-foreign-workloads", "--quiet",
-                             "--out", str(out)], cluster["env"], 300)
+    r = run(gangstorm() + ["run", str(write_scenario(tmp_path)), "--schedulers", "ray", "--ray-address",
+                           cluster["address"], "--nodes", str(NODES), "--allow-foreign-workloads", "--quiet",
+                           "--out", str(out)], cluster["env"], 300)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     ray = summary["schedulers"]["ray"]
@@ -259,7 +141,7 @@ def test_run_next_to_foreign_workloads_touches_only_its_own(cluster, tmp_path):
 
 def test_cluster_down_leaves_no_ray_process(cluster):
     state = cluster["state"]
-    left = _down(cluster["env"], state)
+    left = cluster_down(cluster["env"], state)
     assert not left, left
     assert not ray_processes(state["ray_tmpdir"]) and not alive(state["launcher_pid"])
     assert not os.path.exists(state["ray_tmpdir"]), "RAY_TMPDIR not removed"
@@ -269,17 +151,17 @@ def test_cluster_down_leaves_no_ray_process(cluster):
 def test_cluster_down_after_the_launcher_was_killed(tmp_path):
     # SIGKILL of the launcher takes its raylets with it, but not their agents (which rename
     # themselves ray::DashboardAgent): down finds them by the RAY_TMPDIR they inherited.
-    _ray_or_fail()
+    ray_or_fail()
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp_path)}
     state: dict = {}
     try:
-        _up(["--nodes", "2", "--name", "crashed"], env, state)
+        cluster_up(["--nodes", "2", "--name", "crashed"], env, state)
         os.kill(state["launcher_pid"], signal.SIGKILL)
-        r = _run(_gangstorm() + ["cluster", "status", "ray", "--name", "crashed"], env, 120)
+        r = run(gangstorm() + ["cluster", "status", "ray", "--name", "crashed"], env, 120)
         assert r.returncode == 3 and "DOWN" in r.stdout and "launcher: exited" in r.stdout, r.stdout
-        r = _run(_gangstorm() + ["cluster", "down", "ray", "--name", "crashed"], env, 180)
+        r = run(gangstorm() + ["cluster", "down", "ray", "--name", "crashed"], env, 180)
         assert r.returncode == 0, r.stderr
         assert not os.path.exists(state["ray_tmpdir"])
     finally:
-        left = _down(env, state, "crashed")
+        left = cluster_down(env, state, "crashed")
         assert not left, f"processes of the killed cluster left: {left}"

@@ -19,7 +19,7 @@ from loadgen.cli.calibrate import CHURN, SCALES
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.profile import load as load_profile
 
-from conftest import ROOT
+from support.paths import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 BAND = (1 / 3, 3.0)

@@ -23,8 +23,8 @@ from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
 from loadgen.drive.runner import run_wall
-from recording import Recording
-from test_slurm_real import FAST, pids_of
+from support.recording import Recording
+from support.slurm import FAST, pids_of
 
 pytestmark = pytest.mark.real
 

@@ -26,7 +26,7 @@ from loadgen.model.target import TargetContext
 from loadgen.measure.recorder import Recorder
 from loadgen.drive.runner import run_wall
 from loadgen.live.endpoint import Exposed
-from test_kube_real import KUBE_DEFAULTS, bins  # noqa: F401 (fixture)
+from support.kube import KUBE_DEFAULTS, bins  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real
 

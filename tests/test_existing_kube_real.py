@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from fakes.kube.cluster import BinariesMissing, COMPONENT_NAMES, leftover_processes, require_binaries
+from support.paths import ROOT
 
 pytestmark = pytest.mark.real
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from fakes.real.procs import free_port  # noqa: F401 (the tests' port picker)
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "loadgen" / "locust" / "locustfile.py"
 
 

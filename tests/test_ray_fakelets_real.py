@@ -2,8 +2,8 @@
 
 The pure part (the bundle book, the syncer descriptor rebuilt from Ray's binaries) is checked with
 exact numbers. The rest runs a real head (GCS + a resource-less raylet) with NODES fakelets and
-re-runs test_ray_real.py's gang, chaos and clean-up tests on them unchanged: what holds for real
-raylets must hold for fakelets.
+runs on them the gang, chaos and clean-up checks test_ray_real.py runs on raylets
+(support/ray_gangs.py): what holds for real raylets must hold for fakelets.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
-import test_ray_real as on_raylets
-from fuzzkit import run_cli
-from test_ray_real import NODES, _ray_or_fail
+from support import ray_gangs
+from support.fuzzkit import run_cli
+from support.ray_fleet import NODES, ray_or_fail, started
 
 PG = bytes(range(18))
 NODE = {"GPU": 8.0, "CPU": 96.0}
@@ -147,8 +147,8 @@ def test_ray_nodes_flag_takes_only_raylet_or_fakelet():
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    _ray_or_fail()
-    yield from on_raylets.started(TargetContext(
+    ray_or_fail()
+    yield from started(TargetContext(
         fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7, run_dir=tmp_path_factory.mktemp("ray-fakelets"),
         config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK",
                 "nodes": "fakelet", "fakelet_syncer": "node", "fakelets_per_process": 5}))
@@ -184,12 +184,26 @@ def test_fakelet_processes_carry_no_raylet_node_id_flag(target):
         assert "fakes.ray.fakelets.serve" in cmd and "node_id" not in cmd and "raylet" not in cmd
 
 
-# test_ray_real's own tests, unchanged, on the fakelet fleet (pytest runs them in this order):
+# test_ray_real's gang and chaos checks (support/ray_gangs.py) on the fakelet fleet, in this order:
 # a bimodal trace, a killed node's bundle rescheduled by the GCS, prefill + node_recover, evict.
-test_bimodal_trace_all_gangs_admitted = pytest.mark.real(on_raylets.test_bimodal_trace_all_gangs_admitted)
-test_raylet_kill_reschedules_the_gangs_bundle = pytest.mark.real(on_raylets.test_raylet_kill_reschedules_the_gangs_bundle)
-test_prefill_pins_bundles_and_node_recover = pytest.mark.real(on_raylets.test_prefill_pins_bundles_and_node_recover)
-test_evict_restarts_the_whole_group = pytest.mark.real(on_raylets.test_evict_restarts_the_whole_group)
+@pytest.mark.real
+def test_bimodal_trace_all_gangs_admitted(target):
+    ray_gangs.bimodal_trace_all_gangs_admitted(target)
+
+
+@pytest.mark.real
+def test_raylet_kill_reschedules_the_gangs_bundle(target):
+    ray_gangs.raylet_kill_reschedules_the_gangs_bundle(target)
+
+
+@pytest.mark.real
+def test_prefill_pins_bundles_and_node_recover(target):
+    ray_gangs.prefill_pins_bundles_and_node_recover(target)
+
+
+@pytest.mark.real
+def test_evict_restarts_the_whole_group(target):
+    ray_gangs.evict_restarts_the_whole_group(target)
 
 
 @pytest.mark.real
@@ -203,4 +217,6 @@ def test_the_gcs_made_no_call_a_fakelet_does_not_answer(target):
     assert stats["gc_frozen_objects"] > 0          # the long-lived fleet is out of the collector's reach
 
 
-test_stop_leaves_no_ray_process = pytest.mark.real(on_raylets.test_stop_leaves_no_ray_process)
+@pytest.mark.real
+def test_stop_leaves_no_ray_process(target):
+    ray_gangs.stop_leaves_no_ray_process(target)

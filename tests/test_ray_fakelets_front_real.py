@@ -1,7 +1,8 @@
 """The compiled front of the fakelets (schedulers.ray.fakelet_front: go, fakes/ray/fakelets/front/):
 fakelet-front answers health checks and load polls itself and forwards every other call to the
-Python shard; a real GCS schedules on it exactly as on the Python servers (test_ray_real's own
-tests, re-run), and nothing outlives the shard. Needs `make fakelet-front`.
+Python shard; a real GCS schedules on it exactly as on the Python servers (the gang, chaos and
+clean-up checks of support/ray_gangs.py that test_ray_real runs on raylets), and nothing outlives
+the shard. Needs `make fakelet-front`.
 """
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ import time
 import grpc
 import pytest
 
-import test_ray_real as on_raylets
 from fakes.ray.fakelets import wire
 from fakes.ray.fakelets.front import Front, binary_path, missing_message
 from fakes.real.procfs import listeners
 from fakes.real.procs import session_pids
 from loadgen.model.fleet import Fleet
 from loadgen.model.target import TargetContext
-from test_ray_real import NODES, _ray_or_fail
+from support import ray_gangs
+from support.ray_fleet import NODES, ray_or_fail, started
 
 LOAD = "/ray.rpc.NodeManagerService/GetResourceLoad"
 PREPARE = "/ray.rpc.NodeManagerService/PrepareBundleResources"
@@ -104,9 +105,9 @@ def test_front_exits_when_its_shard_dies():
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    _ray_or_fail()
+    ray_or_fail()
     _front_or_fail()
-    yield from on_raylets.started(TargetContext(
+    yield from started(TargetContext(
         fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7, run_dir=tmp_path_factory.mktemp("ray-front"),
         config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK", "nodes": "fakelet",
                 "fakelet_syncer": "node", "fakelets_per_process": 5, "fakelet_front": "go"}))
@@ -122,10 +123,24 @@ def test_the_fronts_hold_every_listener_on_loopback(target):
     assert len(socks) == NODES and {a for a, _, _ in socks} == {"127.0.0.1"}, socks
 
 
-test_bimodal_trace_all_gangs_admitted = pytest.mark.real(on_raylets.test_bimodal_trace_all_gangs_admitted)
-test_raylet_kill_reschedules_the_gangs_bundle = pytest.mark.real(on_raylets.test_raylet_kill_reschedules_the_gangs_bundle)
-test_prefill_pins_bundles_and_node_recover = pytest.mark.real(on_raylets.test_prefill_pins_bundles_and_node_recover)
-test_evict_restarts_the_whole_group = pytest.mark.real(on_raylets.test_evict_restarts_the_whole_group)
+@pytest.mark.real
+def test_bimodal_trace_all_gangs_admitted(target):
+    ray_gangs.bimodal_trace_all_gangs_admitted(target)
+
+
+@pytest.mark.real
+def test_raylet_kill_reschedules_the_gangs_bundle(target):
+    ray_gangs.raylet_kill_reschedules_the_gangs_bundle(target)
+
+
+@pytest.mark.real
+def test_prefill_pins_bundles_and_node_recover(target):
+    ray_gangs.prefill_pins_bundles_and_node_recover(target)
+
+
+@pytest.mark.real
+def test_evict_restarts_the_whole_group(target):
+    ray_gangs.evict_restarts_the_whole_group(target)
 
 
 @pytest.mark.real
@@ -136,4 +151,6 @@ def test_health_checks_went_to_the_front_and_bundles_to_the_books(target):
     assert stats["calls"].get(PREPARE, 0) > 0 and stats["views_sent"] > 0
 
 
-test_stop_leaves_no_ray_process = pytest.mark.real(on_raylets.test_stop_leaves_no_ray_process)
+@pytest.mark.real
+def test_stop_leaves_no_ray_process(target):
+    ray_gangs.stop_leaves_no_ray_process(target)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from fakes.ray.fakelets import calibrate
-from test_ray_real import _ray_or_fail
+from support.ray_fleet import ray_or_fail
 
 pytestmark = pytest.mark.real
 
@@ -69,7 +69,7 @@ CI_BAND = {"all": {"within_1s_diff": 0.08}, "small": {"within_1s_diff": 0.08}}
 
 @pytest.fixture(scope="module")
 def calibration(tmp_path_factory):
-    _ray_or_fail()
+    ray_or_fail()
     root = tmp_path_factory.mktemp("fakelets-calibration")
     scenario = root / "ci.yaml"
     scenario.write_text(CI_SCENARIO)

@@ -27,7 +27,8 @@ from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
 from loadgen.drive.runner import run_wall
-from recording import Recording
+from support.ray_fleet import ray_or_fail
+from support.recording import Recording
 
 pytestmark = pytest.mark.real
 
@@ -43,12 +44,6 @@ WORKER_START_BOUND_S = 8.0
 CLOCK_SLACK_S = 0.005          # monotonic <-> epoch conversions between the processes
 
 
-def _ray_or_fail() -> None:
-    import importlib.util
-    if importlib.util.find_spec("ray") is None:
-        pytest.fail("ray is not installed: run `make venv` (pyproject depends on ray[default])", pytrace=False)
-
-
 def _ctx(run_dir: Path, run_id: str, startup: StartupSpec, existing: Existing | None = None) -> TargetContext:
     return TargetContext(fleet=Fleet(nodes=NODES, leaf_size=4), config=dict(CONFIG), control_plane={}, seed=7,
                          run_dir=run_dir, run_id=run_id, existing=existing, startup=startup)
@@ -56,7 +51,7 @@ def _ctx(run_dir: Path, run_id: str, startup: StartupSpec, existing: Existing | 
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory):
-    _ray_or_fail()
+    ray_or_fail()
     from fakes.ray.target import RealRay
     run_dir = tmp_path_factory.mktemp("ray-startup")
     startup = RealRay(_ctx(run_dir / "startup", "startup", StartupSpec(image=IMAGE)))
