@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from fakes.kube.traits import KubeTraits
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
@@ -108,7 +109,7 @@ class Scorer:
         return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)   # + BalancedAllocation(cpu, memory)
 
 
-class SimKube(KubeFamily):
+class SimKube(KubeTraits, KubeFamily):
     name = "kube"
     restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
 

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from fakes.kube import metrics as kube_metrics
+from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
-from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
+from fakes.kube.traits import KubeTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
@@ -63,7 +64,7 @@ class KubeGang(Gang):
     finish_at: float | None = None                        # completion "adapter": when to end it
 
 
-class RealKube(RealKubeFamily):
+class RealKube(KubeTraits, RealKubeFamily):
     name = "kube"
 
     def __init__(self, ctx: TargetContext):
