@@ -88,3 +88,30 @@ def test_modules_with_real_backend_tests_and_only_those_end_in_real():
             wrong[str(path.relative_to(ROOT))] = ("marked real, not named *_real.py" if marked
                                                   else "named *_real.py, no real mark")
     assert wrong == {}
+
+
+def test_the_shared_real_code_imports_no_backend():
+    """fakes/real holds what all real backends share; a backend's own base lives in its folder."""
+    backends = {f"fakes.{n}" for n in SCHEDULERS}
+    bad = {f: sorted(n for n in names if ".".join(n.split(".")[:2]) in backends)
+           for f, names in imports("fakes/real").items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def test_loadgen_never_branches_on_a_scheduler_name():
+    """What differs per scheduler is declared by its targets (Target.topology, prometheus_queries,
+    shares_one_watch, fleet_kind; fakes/<name>/traits.py), so a new scheduler needs no edit here.
+    The one exception: the flags named after a scheduler's own tool (--ray-nodes, --slurm-conf and
+    $SLURM_CONF, --ray-address) check that they go with that scheduler."""
+    names = set(SCHEDULERS)
+    flags = {"loadgen/cli/cluster.py", "loadgen/cli/existing.py"}
+    found = []
+    for path in sorted((ROOT / "loadgen").rglob("*.py")):
+        if str(path.relative_to(ROOT)) in flags:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
+                if consts:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

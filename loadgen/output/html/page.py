@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from loadgen.model.registry import SCHEDULERS
 from loadgen.output.html.data import CeilingData, RunData, chaos_events, cp_columns
 from loadgen.output.html.fmt import cell, num, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
@@ -356,7 +357,7 @@ def _profile_section(data: RunData) -> str:
     elif p is None:
         out.append(_missing(data.profile_note))
     else:
-        sections = [sec for sec in p.params if sec in models or sec not in ("kube", "volcano", "ray", "slurm")]
+        sections = [sec for sec in p.params if sec in models or sec not in SCHEDULERS]
         if sections:
             out.append(f"<h3>Parameters</h3><p>{text(data.profile_note)}.</p><table><thead><tr><th>parameter</th>"
                        "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead><tbody>")
