@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from loadgen.input.schema import SCENARIO, Field
+from loadgen.model.numbers import fixed, significant
 
 
 def add_parser(sub) -> None:
@@ -86,7 +87,8 @@ def _validation_markdown(prof) -> None:
         if v.get("anchors"):
             print("| anchor | role | published | simulated | ratio (published / sim) |\n|---|---|---:|---:|---:|")
             for r in v["anchors"]:
-                print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {r['sim']:g} | {r['ratio']} |")
+                print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {significant(r['sim'])} "
+                      f"| {significant(r['ratio'])} |")
         held = v.get("held_out")
         print(f"\nHeld out: {json.dumps(held)}" if held else "\nNo held-out case: uncalibrated under this profile.")
 
@@ -102,7 +104,7 @@ def anchors(args) -> int:
     print(f"published figures reproduced by the simulated schedulers, profile {prof.name}:\n")
     print(f"{'anchor':<40} {'role':<9} {'published':>10} {'sim':>10}  {'ratio':>6}  unit")
     for r in rows:
-        ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['anchor']:<40} {r['role']:<9} {r['published']:>10.1f} {r['sim']:>10.1f}  {ratio:>6}  {r['unit']}")
+        sim = fixed(r["sim"], 1, grouping=False)
+        print(f"{r['anchor']:<40} {r['role']:<9} {r['published']:>10.1f} {sim:>10}  {fixed(r['ratio'], 2):>6}  {r['unit']}")
     print("\nratio = published / simulated; sources: " + "; ".join(sorted({r["source"] for r in rows})))
     return 0

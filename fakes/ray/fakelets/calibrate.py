@@ -40,6 +40,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from loadgen.model.numbers import NA, fixed
+
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIO = REPO / "scenarios" / "ray-fakelets-calibration.yaml"
 KINDS = ("raylet", "fakelet")
@@ -366,11 +368,7 @@ def reanalyse(out: Path, band: dict | None = None) -> dict[str, Any]:
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+    return fixed(v, digits, grouping=False)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -395,7 +393,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_fmt(rr.get('ks', {}).get('d'))} | {_fmt(fr.get('ks', {}).get('d'))} |")
         pr = c.get("pairs", {})
         if pr.get("n", 0) > 1:
-            span = lambda k: "-" if k not in pr else f"{pr[k][0]:.2f}-{pr[k][1]:.2f}"  # noqa: E731
+            span = lambda k: NA if k not in pr else f"{_fmt(pr[k][0], 2)}-{_fmt(pr[k][1], 2)}"  # noqa: E731
             lines.append(f"| {cls} | single pairs ({pr['n']}): p50 / p90 / p99 ratio, 1 s diff, KS D | | | "
                          f"{span('p50')} / {span('p90')} / {span('p99')}, {span('within_1s_diff')}, {span('ks_d')} | | |")
     lines += ["", "| run | loadavg start -> end | wall s | boot s | admitted / jobs | GCS sched ms p50 / p99 | "
@@ -404,7 +402,7 @@ def markdown(report: dict[str, Any]) -> str:
         cp = r.get("control_plane", {})
         jobs, never = r.get("jobs", {}).get("all"), r.get("never_admitted", {}).get("all", 0)
         lines.append(f"| {Path(r['dir']).name} | {r['loadavg_start']} -> {r['loadavg_end']} | {r['wall_s']} | "
-                     f"{_fmt(cp.get('fleet_boot_s'), 1)} | {'-' if jobs is None else jobs - never} / {_fmt(jobs)} | "
+                     f"{_fmt(cp.get('fleet_boot_s'), 1)} | {NA if jobs is None else jobs - never} / {_fmt(jobs)} | "
                      f"{_fmt(cp.get('gcs_scheduling_ms_p50'), 1)} / {_fmt(cp.get('gcs_scheduling_ms_p99'), 1)} | "
                      f"{_fmt(cp.get('groups_created'))} | {_fmt(r.get('host_cpu_busy'), 2)} | "
                      f"{_fmt((r.get('fakelets') or {}).get('loop_lag_max_s'))} |"
