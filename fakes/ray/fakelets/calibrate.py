@@ -41,11 +41,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from loadgen.model.numbers import NA, fixed
+from loadgen.model.quantiles import QUANTILES, exact_quantile
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIO = REPO / "scenarios" / "ray-fakelets-calibration.yaml"
 KINDS = ("raylet", "fakelet")
-QUANTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 WITHIN_S = (0.1, 1.0)
 RAY_PROCS = ("gcs_server", "raylet", "fakelets.serve", "fakes.ray.driver", "fakes.ray.serve")
 
@@ -223,8 +223,7 @@ def quantiles(x: Iterable[float]) -> dict[str, float | None]:
     a = np.asarray(list(x), dtype=float)
     out: dict[str, float | None] = {"count": int(a.size)}
     for name, q in QUANTILES.items():
-        # nearest rank (inverted CDF), as summary.json reports quantiles
-        out[name] = round(float(np.percentile(a, q, method="inverted_cdf")), 6) if a.size else None
+        out[name] = round(exact_quantile(a, q), 6) if a.size else None
     for s in WITHIN_S:
         out[f"within_{s:g}s"] = round(float((a <= s).mean()), 4) if a.size else None
     return out
