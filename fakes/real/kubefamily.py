@@ -43,7 +43,7 @@ from fakes.kube.pods import (COMPLETE_AFTER, GPU, READY_AFTER, STARTUP, PodView,
                              pod_spec)
 from fakes.kube.refusal import message_of, reason_of, retryable
 from fakes.real.base import RealTarget
-from fakes.real.procs import signals_held
+from loadgen.model.signals import signals_held
 from loadgen.model.events import Event, Kind
 from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.job import Job

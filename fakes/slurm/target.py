@@ -41,7 +41,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from fakes.real.base import RealTarget
-from fakes.real.procs import signals_held
+from loadgen.model.signals import signals_held
 from fakes.slurm import prolog
 from fakes.slurm.client import Row, SlurmClient
 from fakes.slurm.conf import PROLOG_KEY
