@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_float, scenario_from
-from loadgen.input.scenario import ScenarioError
 from loadgen.model.numbers import NA, fixed, significant
 
 
@@ -55,14 +54,7 @@ def main(args) -> int:
         raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")
     if args.out:
         check_out_dir(args.out)
-    sc = scenario_from(args)
-    for flag, field in FLAG_FIELDS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            try:
-                sc = sc.with_overrides(**{field: value})     # validated as the file's own value would be
-            except ScenarioError as e:
-                raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
+    sc = scenario_from(args, FLAG_FIELDS)       # validated as the file's own values would be
     names = (existing and attached_schedulers(args.schedulers, existing)) or parse_schedulers(args.schedulers, sc)
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before the first point
         from loadgen.input.plan import plan_run
