@@ -77,14 +77,20 @@ def _cycle_fit(out: Measured, cycle: str, points: list[tuple[float, float]], src
     out[("slurm", f"{cycle}_cycle_per_job_us")] = (0.0, src + "; not separable from the per-node term at these scales")
 
 
-def _median(runs: Runs, *path: str) -> tuple[float | None, int]:
-    vals = []
-    for _, r in runs:
+def _points(runs: Runs, path: tuple[str, ...]) -> list[tuple[int, float]]:
+    """(fleet nodes, figure) of every run whose control_plane holds a positive number at `path`."""
+    pts = []
+    for c, r in runs:
         v = r.get("control_plane", {})
         for key in path:
             v = v.get(key) if isinstance(v, dict) else None
         if isinstance(v, (int, float)) and v > 0:
-            vals.append(float(v))
+            pts.append((c.nodes, float(v)))
+    return pts
+
+
+def _median(runs: Runs, *path: str) -> tuple[float | None, int]:
+    vals = [v for _, v in _points(runs, path)]
     return (median(vals) if vals else None), len(vals)
 
 
@@ -108,13 +114,7 @@ def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str,
               what: str) -> None:
     """A cost the component reports per operation, split by least squares over the fleet sizes into a
     fixed part (ms) and a per-node part (us)."""
-    pts = []
-    for c, r in runs:
-        v = r.get("control_plane", {})
-        for key in path:
-            v = v.get(key) if isinstance(v, dict) else None
-        if isinstance(v, (int, float)) and v > 0:
-            pts.append((c.nodes, float(v)))
+    pts = _points(runs, path)
     if pts:
         icpt, slope = line([n for n, _ in pts], [y for _, y in pts])
         src = f"{what} against nodes, least squares over {len(pts)} runs at {sorted({n for n, _ in pts})} nodes"
