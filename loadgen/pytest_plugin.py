@@ -56,10 +56,7 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
     def _run(scenario: str, schedulers: str | None = None, profile: str | None = None, **overrides) -> dict:
         key = (scenario, schedulers, profile, tuple(sorted(overrides.items())))
         if key not in cache:
-            sc = load(scenario, profile)
-            dotted = {OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()}
-            if dotted:
-                sc = sc.with_overrides(**dotted)
+            sc = load(scenario, profile, overrides={OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()})
             names = schedulers.split(",") if schedulers else list(sc.data["schedulers_enabled"])
             out = fresh_run_dir(root, f"run-{len(cache)}") if root else tmp_path_factory.mktemp("gangstorm")
             summary = run(sc, RunOptions(schedulers=names, out_dir=out))

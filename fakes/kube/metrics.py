@@ -15,6 +15,8 @@ from typing import Callable
 import numpy as np
 import urllib3
 
+from loadgen.model.quantiles import exact_quantile
+
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -31,12 +33,12 @@ def fetch(url: str, condense: Callable[[str], dict], timeout: float = 10) -> dic
 
 
 def quantiles(values) -> dict[str, float]:
-    """n, p50, p99 and max of client-side durations (seconds)."""
+    """n, p50, p99 (nearest rank, as summary.json's) and max of client-side durations (seconds)."""
     if len(values) == 0:
         return {"n": 0}
     a = np.asarray(values, dtype=float)
-    return {"n": int(a.size), "p50": round(float(np.quantile(a, 0.5)), 3),
-            "p99": round(float(np.quantile(a, 0.99)), 3), "max": round(float(a.max()), 3)}
+    return {"n": int(a.size), "p50": round(exact_quantile(a, 0.5), 3),
+            "p99": round(exact_quantile(a, 0.99), 3), "max": round(float(a.max()), 3)}
 
 
 def parse(text: str, wanted: tuple[str, ...]) -> dict[str, list[tuple[dict[str, str], float]]]:

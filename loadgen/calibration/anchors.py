@@ -150,7 +150,7 @@ ANCHORS: list[Anchor] = [
 def scenario_for(anchor: Anchor, profile: Profile) -> Scenario:
     over = {"duration_h": 1.0, "warmup_h": 0.0, "drain_h": 0.0, **anchor.scenario,
             f"schedulers.{anchor.scheduler}.observe_ms": 0.0}
-    return from_dict({}, f"<anchor {anchor.name}>", profile).with_overrides(**over)
+    return from_dict({}, f"<anchor {anchor.name}>", profile, overrides=over)
 
 
 def reproduce(anchor: Anchor, profile: Profile) -> float:

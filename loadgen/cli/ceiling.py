@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, add_overrides, parse_schedulers, positive_float, scenario_from
-from loadgen.input.scenario import ScenarioError
+from loadgen.model.numbers import NA, fixed, significant
 
 
 def add_parser(sub) -> None:
@@ -54,14 +54,7 @@ def main(args) -> int:
         raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")
     if args.out:
         check_out_dir(args.out)
-    sc = scenario_from(args)
-    for flag, field in FLAG_FIELDS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            try:
-                sc = sc.with_overrides(**{field: value})     # validated as the file's own value would be
-            except ScenarioError as e:
-                raise UsageError(f"--{flag.replace('_', '-')}: {e.expected} ({field})") from None
+    sc = scenario_from(args, FLAG_FIELDS)       # validated as the file's own values would be
     names = (existing and attached_schedulers(args.schedulers, existing)) or parse_schedulers(args.schedulers, sc)
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before the first point
         from loadgen.input.plan import plan_run
@@ -95,19 +88,15 @@ def render(result: dict) -> str:
              f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated at the break"]
     for n, c in result["ceiling"].items():
         best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
-        label = "none" if best is None else f"{best:g}x"
+        label = "none" if best is None else significant(best, unit="x")
         cap = f" (search cap: {c['cap']})" if c["cap"] else ""
         evidence = c["evidence"] or {}
         load = evidence["load"].get(c["saturated"]) if c["saturated"] and evidence else None
         held = evidence.get("control_plane", {}).get("allocated_over_offered")
         waited = "none near full (waited for GPUs" + (f", allocated {held:g}x offered)" if held else ")")
-        sat = "n/a" if bad is None else (c["saturated"] or waited)
+        sat = NA if bad is None else (c["saturated"] or waited)
         if load is not None:
             sat += f" (load {load:.2f})"
-        lines.append(f"{n:<10} {label:>9} {('-' if bad is None else f'{bad:g}x'):>9} "
-                     f"{_num(c['jobs_per_s']):>8} {_num(c['pods_per_s']):>8} {c['points_run']:>6}  {sat}{cap}")
+        lines.append(f"{n:<10} {label:>9} {significant(bad, unit='x'):>9} "
+                     f"{fixed(c['jobs_per_s']):>8} {fixed(c['pods_per_s']):>8} {c['points_run']:>6}  {sat}{cap}")
     return "\n".join(lines)
-
-
-def _num(x) -> str:
-    return "-" if x is None else f"{x:,.1f}"

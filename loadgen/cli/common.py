@@ -63,9 +63,11 @@ def _argtype(o: Override):
     return parse
 
 
-def scenario_from(args) -> Scenario:
-    """The subcommand's scenario with whichever shared overrides it declared."""
-    return load_with_overrides(args.scenario, profile=getattr(args, "profile", None),
+def scenario_from(args, fields: dict[str, str] | None = None) -> Scenario:
+    """The subcommand's scenario with whichever shared overrides it declared and its own flags
+    that set a scenario key (`fields`: dest -> dotted key), validated once."""
+    more = {f"--{dest.replace('_', '-')}": (key, getattr(args, dest)) for dest, key in (fields or {}).items()}
+    return load_with_overrides(args.scenario, profile=getattr(args, "profile", None), more=more,
                                **{d: getattr(args, d) for d in OVERRIDES if OVERRIDES[d].key and hasattr(args, d)})
 
 

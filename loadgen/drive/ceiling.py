@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from loadgen.measure import saturation
+from loadgen.model.numbers import NA, fixed
 from loadgen.drive.comparative import RunOptions, run
 from loadgen.input.plan import preflight
 from loadgen.input.scenario import Scenario
@@ -172,7 +173,7 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
             if progress:
                 p = pts[m]
                 verdict_ = "met" if p["met"] else ("BROKEN (unsustained)" if p["slo_met"] else "BROKEN")
-                progress(f"  p99 {p['p99_s']} s, never admitted {p['never_admitted']}, {verdict_}; "
+                progress(f"  p99 {fixed(p['p99_s'], 3)} s, never admitted {p['never_admitted']}, {verdict_}; "
                          f"busiest {_busiest(p)}")
             return pts[m]["met"]
 
@@ -183,9 +184,9 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
 
 def _busiest(p: dict) -> str:
     if not p["load"]:
-        return "n/a"
+        return NA
     k, v = max(p["load"].items(), key=lambda kv: (kv[1], kv[0]))
-    return f"{k} load {v:.2f}"
+    return f"{k} load {fixed(v, 2)}"
 
 
 def verdict(found: dict, pts: dict[float, dict]) -> dict:

@@ -4,17 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from loadgen.measure.recorder import Recorder
-
-QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
-
-
-def exact_quantile(values, q: float) -> float:
-    """Nearest-rank quantile: the smallest sample with at least q of the samples at or below it."""
-    v = np.sort(np.asarray(values, dtype=float))
-    if len(v) == 0:
-        return float("nan")
-    rank = max(int(np.ceil(q * len(v))), 1)
-    return float(v[rank - 1])
+from loadgen.model.quantiles import QUANTILES, exact_quantile
 
 
 def latency_stats(values) -> dict:

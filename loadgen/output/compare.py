@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from loadgen.model.numbers import significant
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -204,16 +206,11 @@ def render(c: Comparison, show_all: bool = False) -> str:
         lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<{w}} {'A':>12} {'B':>12} {'change':>9}  verdict")
         for r in shown:
             pct = "" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
-            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<{w}} {_fmt(r.a):>12} {_fmt(r.b):>12} {pct:>9}  "
+            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<{w}} {significant(r.a, 4):>12} "
+                         f"{significant(r.b, 4):>12} {pct:>9}  "
                          f"{r.verdict.upper() if r.verdict in ('regression', 'missing') else r.verdict}")
     else:
         lines.append(f"all {len(c.rows)} metrics unchanged (within their noise floors)")
     n = len(c.regressions)
     lines.append(f"{n} regression{'s' if n != 1 else ''} beyond tolerance" if n else "no regressions")
     return "\n".join(lines)
-
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"

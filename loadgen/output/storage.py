@@ -11,19 +11,17 @@ marked as committing has all of them or none, and no other rows exist.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
 import shutil
-import signal
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from loadgen.model.errors import UserError
+from loadgen.model.signals import signals_held
 from loadgen.measure.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
@@ -73,19 +71,6 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     return p
 
 
-@contextlib.contextmanager
-def signals_deferred():
-    """SIGINT and SIGTERM wait until the block is done (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -108,7 +93,7 @@ class RunStore:
             stage = out.parent / f".{out.name}.partial-{os.getpid()}"
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir()
-            with signals_deferred():
+            with signals_held():
                 store._write_summary(stage, summary)
                 os.rename(stage, out)          # replaces an empty folder; refuses a non-empty one
         except OSError as e:
@@ -125,7 +110,7 @@ class RunStore:
         return store
 
     def write_summary(self, summary: dict) -> Path:
-        with signals_deferred():
+        with signals_held():
             return self._write_summary(self.dir, summary)
 
     def _write_summary(self, folder: Path, summary: dict) -> Path:
@@ -136,7 +121,7 @@ class RunStore:
         return path
 
     def write_text(self, name: str, text: str) -> None:
-        with signals_deferred():
+        with signals_held():
             atomic_write(self.dir / name, text)
 
     def commit(self, summary: dict, rows: list[tuple[str, str, Recorder]] = ()) -> None:
@@ -144,7 +129,7 @@ class RunStore:
         if not rows:
             self.write_summary(summary)
             return
-        with signals_deferred():
+        with signals_held():
             staged = {name: self._stage(name, rows) for name in CSVS}
             names = [r[0] for r in rows]
             self.files["committing"] = names

@@ -10,7 +10,7 @@ from typing import Any
 
 from fakes.kube import chaos as cluster_chaos
 from fakes.kube.refusal import reason_of
-from fakes.real.procs import signals_held
+from loadgen.model.signals import signals_held
 from loadgen.model.target import RUN_LABEL
 
 

@@ -9,11 +9,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fakes.real.procs import signals_held
 from fakes.slurm import prolog
 from fakes.slurm.existing import NodeInfo
 from fakes.slurm.real.tracked import _few
 from loadgen.model.errors import BackendError
+from loadgen.model.signals import signals_held
 from loadgen.model.target import RUN_LABEL, ClusterRefused, ForeignWorkloads
 
 

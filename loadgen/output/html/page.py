@@ -2,8 +2,9 @@
 
 Every number cell of a run report carries data-metric, a dotted path into summary.json's
 `schedulers` (e.g. `kube.admission_s.p99`, `slurm.by_class.large.admission_s.count`), and
-data-value, the value as JSON; its text is fmt.num of that value. A ceiling report's paths start
-at the top of ceiling.json (`ceiling.kube.ceiling_churn_multiplier`, `points.kube.0.p99_s`).
+data-value, the value as JSON; its text is that value as loadgen.model.numbers.readable prints it.
+A ceiling report's paths start at the top of ceiling.json (`ceiling.kube.ceiling_churn_multiplier`,
+`points.kube.0.p99_s`).
 No script, no external resource: the file opens from disk anywhere.
 """
 from __future__ import annotations
@@ -12,8 +13,9 @@ import time
 from typing import Any
 
 from loadgen.model.registry import SCHEDULERS
+from loadgen.model.numbers import readable
 from loadgen.output.html.data import CeilingData, RunData, chaos_events, cp_columns
-from loadgen.output.html.fmt import cell, num, text
+from loadgen.output.html.fmt import cell, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
 
 CSS = """
@@ -102,7 +104,7 @@ def render_run(data: RunData) -> str:
         slo = s.get("slo") or {}
         body.append(f"<p>Admission latency = intended submit time to the last required member bound, exact "
                     f"nearest-rank quantiles over admitted jobs (n); never-admitted jobs are counted beside them. "
-                    f"SLO: p99 &lt;= {text(num(slo.get('admission_p99_s')))} s and at most 1% never admitted. "
+                    f"SLO: p99 &lt;= {text(readable(slo.get('admission_p99_s')))} s and at most 1% never admitted. "
                     f"Scheduling tax is a fraction of allocated GPU-hours.</p>")
         if lost := refusals(s):
             body.append(f'<p class="missing">{text(REFUSALS_HEAD)}</p><ul>' + "".join(
@@ -281,7 +283,7 @@ def _run_header(data: RunData) -> str:
 def _g(v) -> str:
     """A number in running text, shortest form (`6`, `3`, `0.05058`)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return text(num(v))
+        return text(readable(v))
     return text(f"{v:,}" if isinstance(v, int) else f"{v:,.4g}")
 
 
@@ -392,8 +394,8 @@ def render_ceiling(data: CeilingData) -> str:
     ceil = {n: v for n, v in (c.get("ceiling") or {}).items() if isinstance(v, dict)}
     body = ["<header><h1>gangstorm ceiling " + text(c.get("scenario")) + "</h1>",
             f'<p class="meta">Scenario <b>{text(c.get("scenario"))}</b>; backend {text(c.get("backend", "sim"))}; '
-            f'{text(num(c.get("nodes")))} nodes; {text(num(c.get("jobs_per_point")))} jobs per point; SLO: admission '
-            f'p99 &lt;= {text(num(slo_s))} s and at most 1% never admitted.</p></header>',
+            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: admission '
+            f'p99 &lt;= {text(readable(slo_s))} s and at most 1% never admitted.</p></header>',
             '<section id="ceiling"><h2>Ceiling per scheduler</h2>']
     if c.get("complete") is False:
         body.insert(2, '<p class="banner" id="partial"><b>Partial search</b> ("complete": false): the sweep was '
