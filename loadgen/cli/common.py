@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -71,20 +70,12 @@ def scenario_from(args, fields: dict[str, str] | None = None) -> Scenario:
                                **{d: getattr(args, d) for d in OVERRIDES if OVERRIDES[d].key and hasattr(args, d)})
 
 
-def check_output_file(path: str, flag: str = "") -> None:
-    """A file we may write: not a directory, not under a file, in a writable folder."""
-    p, name = Path(path), f"{flag} {path}" if flag else path
-    if p.is_dir():
-        raise UsageError(f"{name}: expected a file to write, got a directory")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{name}: expected a file to write, but {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise UsageError(f"{name}: expected a writable directory, {parent} is not writable")
-            break
-    if p.exists() and not os.access(p, os.W_OK):
-        raise UsageError(f"{name}: expected a writable file, it is read-only")
+def check_output_file(path: str, flag: str = "", **policy) -> None:
+    """A file we may write (loadgen/output/paths.py): a new or regular file, not a directory, a
+    device or a FIFO, not an input (`policy`: inputs=..., within=..., allowed=...), not under a
+    file, in a writable folder."""
+    from loadgen.output.paths import check_output_file as check
+    check(path, flag, **policy)
 
 
 def _positive(kind, noun: str):

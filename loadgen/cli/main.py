@@ -65,11 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except UserError as e:
-            print(f"gangstorm: error: {e}", file=sys.stderr)
+            print(f"gangstorm: error: {e}{_kept() if getattr(e, 'after_start', False) else ''}", file=sys.stderr)
             return 2
         except BackendError as e:
             print(f"gangstorm: error: {e}{_kept()}", file=sys.stderr)
             return 1
+        except OSError as e:
+            # what the machine refuses for any path (too long for the OS, a full disk, a quota, a
+            # read-only file system) is one line, wherever it is met
+            import errno
+            if e.errno not in (errno.ENAMETOOLONG, errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"gangstorm: error: {where}{e.strerror}{_kept()}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
         print(_interrupted(), file=sys.stderr)
         return 130

@@ -43,10 +43,11 @@ def check_trace_flags(args) -> None:
     rather than ignored (an openb CSV, whose times are compressed by the churn multiplier, takes --churn)."""
     if not args.trace:
         return
+    from loadgen.input.traces import is_csv
     if args.duration_h is not None:
         raise UsageError("--duration-h: not used with --trace (a replay lasts as long as its trace; "
                          "set workload.trace_limit to replay fewer jobs)")
-    if args.churn is not None and not args.trace.endswith(".csv"):
+    if args.churn is not None and not is_csv(args.trace):
         raise UsageError("--churn: not used with a JSONL --trace (it replays its recorded submit times; "
                          "export it again with --churn)")
 

@@ -86,7 +86,11 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
             summary["schedulers"][name] = result
             summary["running"] = None
             summary["wall_s"] = round(time.monotonic() - t_start, 3)
-            store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
+            try:
+                store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
+            except UserError:                   # not written (a full disk): not listed either
+                summary["schedulers"].pop(name, None)
+                raise
         summary["complete"] = True
     finally:
         if exposed is not None:

@@ -72,6 +72,12 @@ def load_with_overrides(path: str, profile: str | None = None, more: dict[str, t
     subcommand's own flags (`more`: flag -> (dotted key, value)) in place of the file's, validated
     once; its simulated schedulers timed by `profile` (None = the scenario's own choice). A value
     the scenario refuses is one line naming its flag."""
+    if isinstance(profile, str):           # a flag's value: its error names the flag, not the scenario
+        from loadgen.input.profile import ProfileError, load as load_profile
+        try:
+            profile = load_profile(profile)
+        except ProfileError as e:
+            raise OverrideError(f"--profile {e}") from None
     given = {OVERRIDES[d].flag: (OVERRIDES[d].key, v) for d, v in values.items() if v is not None and OVERRIDES[d].key}
     given.update({flag: (key, v) for flag, (key, v) in (more or {}).items() if v is not None})
     return load(path, profile, overrides={key: v for key, v in given.values()},

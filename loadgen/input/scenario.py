@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from loadgen.input import names
 from loadgen.input import profile as profiles
 from loadgen.input import yamlfile
 from loadgen.model.errors import UserError
@@ -130,9 +131,18 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
 
 
 def _check_mix(data: dict, src: str) -> None:
+    if data["name"] is not None and (why := names.problem(data["name"])):
+        raise ScenarioError(src, "name", f"{why}; got {data['name']!r}")
+    if not data["schedulers_enabled"]:
+        raise ScenarioError(src, "schedulers_enabled", "expected at least one scheduler (a run with none measures "
+                            "nothing)")
     classes = data["workload"]["classes"]
     if not classes:
         raise ScenarioError(src, "workload.classes", "expected at least one job class")
+    for name in classes:
+        if why := names.class_problem(name):
+            raise ScenarioError(src, f"workload.classes.{name!r}" if "." in name else f"workload.classes.{name}",
+                                why if "got" in why else f"{why}; got {name!r}")
     total = sum(c["share"] for c in classes.values())
     if abs(total - 1.0) > 1e-6:
         raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")
@@ -258,6 +268,11 @@ def _build(raw: Any, source: str, profile: Profile | str | None, overrides: Mapp
         except ProfileError as e:
             raise ScenarioError(source, "profile", str(e)) from None
     own = _resolve(data, SCENARIO, profile, source)
+    for section, keys, what in profiles.NOT_ALL_ZERO:
+        values = data["schedulers"][section] if section in data["schedulers"] else data[section]
+        if not any(values[k] for k in keys):
+            raise ScenarioError(source, f"schedulers.{section}", f"expected {what} (one of {', '.join(keys)} above 0; "
+                                "from the scenario or its profile), got 0 for all of them")
     return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own))
 
 
@@ -285,12 +300,10 @@ def load(path: str | Path, profile: Profile | str | None = None, overrides: Mapp
          flags: Mapping[str, str] | None = None) -> Scenario:
     """The scenario file at `path`, validated once with `overrides` and `flags` (see from_dict)."""
     src = str(path)
-    if not Path(path).exists():
-        raise ScenarioError(src, "", "no such scenario file")
     try:
         raw = yamlfile.read(path)
     except yamlfile.YamlFileError as e:
-        raise ScenarioError(src, e.where, e.expected) from None
+        raise ScenarioError(src, e.where, "no such scenario file" if e.expected == "no such file" else e.expected) from None
     if raw is None:
         raise ScenarioError(src, "", "is empty; expected a scenario mapping (`{}` runs every default; see scenarios/)")
     if not isinstance(raw, dict):

@@ -11,6 +11,7 @@ marked as committing has all of them or none, and no other rows exist.
 """
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
@@ -20,8 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from loadgen.input.files import os_reason
 from loadgen.model.errors import UserError
 from loadgen.model.signals import signals_held
+from loadgen.output.paths import component
 from loadgen.measure.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
@@ -40,7 +43,8 @@ class OutputError(UserError):
 
 
 def new_run_id(scenario_name: str, clock=time.time) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock())) + f"-{scenario_name}"
+    """<UTC time>-<the scenario's name as one safe folder-name component> (loadgen/output/paths.py)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock())) + f"-{component(scenario_name, 'scenario')}"
 
 
 def fresh_run_dir(root: str | Path, run_id: str) -> Path:
@@ -56,7 +60,17 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     """Refuse, without writing anything, a folder a run cannot own: a file, a path under a file, a
     folder that already holds files (a second run would mix its rows into the first's; `reuse`
     allows it, for caches such as calibrate's), or one that cannot be created or written."""
+    if str(path) == "":
+        raise OutputError(f"{flag}: expected a directory path, got an empty one (leave {flag} out for results/<run-id>)")
+    if "\x00" in str(path):
+        raise OutputError(f"{flag}: expected a directory path, got one holding a NUL character")
     p = Path(path)
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise OutputError(f"{flag} {path}: {os_reason(e)}") from None
     for parent in [p, *p.parents]:
         if parent.exists() and not parent.is_dir():
             what = "is" if parent == p else f"is under {parent}, which is"
@@ -72,9 +86,25 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """`text` written beside `path` and renamed over it; a write that fails (a full disk) leaves
+    `path` as it was, no temporary file behind, and ends in OutputError."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(path, e) from None
+
+
+class WriteFailed(OutputError):
+    """A file that could not be written (a full disk, a quota): one line; the file is as it was."""
+
+    after_start = True          # the CLI's line adds where the partial results are kept
+
+    def __init__(self, path: Path, e: OSError):
+        self.reason = e.strerror or type(e).__name__
+        super().__init__(f"{path}: cannot be written ({self.reason}); the file is as it was before")
 
 
 class RunStore:
@@ -130,12 +160,22 @@ class RunStore:
             self.write_summary(summary)
             return
         with signals_held():
-            staged = {name: self._stage(name, rows) for name in CSVS}
-            names = [r[0] for r in rows]
-            self.files["committing"] = names
-            for name, (_, counts) in staged.items():
-                self.files[name].update(counts)
-            self._write_summary(self.dir, summary)
+            before = copy.deepcopy(self.files)
+            try:
+                staged = {name: self._stage(name, rows) for name in CSVS}
+                self.files["committing"] = [r[0] for r in rows]
+                for name, (_, counts) in staged.items():
+                    self.files[name].update(counts)
+                self._write_summary(self.dir, summary)
+            except (OSError, WriteFailed) as e:     # a full disk: the folder stays as the last commit left it
+                self.files = before
+                for name in CSVS:
+                    (self.dir / f".{name}.staged").unlink(missing_ok=True)
+                why = e.reason if isinstance(e, WriteFailed) else (e.strerror or type(e).__name__)
+                err = OutputError(f"{self.dir}: the rows of {', '.join(r[0] for r in rows)} cannot be written "
+                                  f"({why}); the folder keeps what was committed before")
+                err.after_start = True
+                raise err from None
             for name, (tmp, _) in staged.items():
                 os.replace(tmp, self.dir / name)
             self.files["committing"] = []

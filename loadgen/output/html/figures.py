@@ -59,9 +59,10 @@ def to_svg(fig, key: str, label: str) -> str:
     s = re.sub(r' d="([^"]*)"', lambda m: ' d="' + _NUMBER.sub(_tenth, m.group(1)) + '"', s)
     s = re.sub(r' ([xy])="(-?\d+\.\d+)"', lambda m: f' {m.group(1)}="' + _NUMBER.sub(_tenth, m.group(2)) + '"', s)
     s = re.sub(r"\n\s+", "\n", s)                           # matplotlib's indentation
-    s = re.sub(r'\bid="([^"]+)"', rf'id="{key}-\1"', s)
-    s = re.sub(r"url\(#([^)]+)\)", rf"url(#{key}-\1)", s)
-    s = re.sub(r'href="#([^"]+)"', rf'href="#{key}-\1"', s)
+    key = re.sub(r"[^A-Za-z0-9_-]", "_", key)              # an id prefix, never a user's text
+    s = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{key}-{m.group(1)}"', s)
+    s = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{key}-{m.group(1)})", s)
+    s = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{key}-{m.group(1)}"', s)
     m = re.search(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"', s)
     if m:
         px = float(m.group(2)) * 4 / 3
@@ -80,7 +81,13 @@ def _tenth(m) -> str:
 
 
 def _attr(s: str) -> str:
-    return s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plain(s) -> str:
+    """A name from a summary, a trace or a CSV header as matplotlib text: `$` is a dollar sign,
+    never the start of mathtext (a name like `$x^$` would otherwise fail the whole page)."""
+    return str(s).replace("$", r"\$")
 
 
 def _ctx():
@@ -105,7 +112,7 @@ def admission_cdf(key: str, title: str, lat: dict[str, np.ndarray], order: list[
             n = len(v)
             f = np.clip(f, 0.5 / n, 1 - 0.5 / n)
             c = color(name, order)
-            ax.plot(np.maximum(x, curves.MIN_LATENCY_S), f, color=c, label=f"{name} (n={n:,})")
+            ax.plot(np.maximum(x, curves.MIN_LATENCY_S), f, color=c, label=plain(f"{name} (n={n:,})"))
             for q, (qx, qf) in curves.quantile_marks(v).items():
                 ax.plot([max(qx, curves.MIN_LATENCY_S)], [min(max(qf, 0.5 / n), 1 - 0.5 / n)], MARKS[q],
                         color=c, markersize=4.5, markerfacecolor="white", markeredgewidth=1.2)
@@ -121,7 +128,7 @@ def admission_cdf(key: str, title: str, lat: dict[str, np.ndarray], order: list[
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("admission latency (s, log scale; < 1 ms drawn at 1 ms)")
         ax.set_ylabel("share of admitted jobs at or below (logit scale)")
-        ax.set_title(title)
+        ax.set_title(title, parse_math=False)         # holds a class name: a $ is a dollar sign
         ax.legend(loc="lower right")
         return to_svg(fig, key, title)
 
@@ -133,7 +140,7 @@ def _chaos_marks(axes, events: list[tuple[float, str]], end_h: float, label_ax) 
         h = t / 3600.0
         for ax in axes:
             ax.axvline(h, color="0.3", linestyle=":", linewidth=0.9)
-        label_ax.annotate(kind, (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
+        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
                           fontsize=7, va="bottom", ha="left", color="0.25")
         if kind in SPANS:
             open_[kind] = h
@@ -168,13 +175,13 @@ def timeline(key: str, series: dict[str, dict[str, np.ndarray]], order: list[str
             for ax, (col, _) in zip(axes, TIMELINE):
                 if col in cols:
                     x, y = curves.decimate(th, cols[col])
-                    ax.plot(x, y, color=color(name, order), label=name, linewidth=1.1)
+                    ax.plot(x, y, color=color(name, order), label=plain(name), linewidth=1.1)
         for ax, (_, label) in zip(axes, TIMELINE):
             ax.set_ylabel(label)
         _chaos_marks(axes, events, end_h, axes[0])
         axes[-1].set_xlabel("run time (h)")
         handles = [_line([], [], color=color(n, order)) for n in order if n in series]
-        fig.legend(handles, [n for n in order if n in series], loc="upper center", ncol=len(order))
+        fig.legend(handles, [plain(n) for n in order if n in series], loc="upper center", ncol=len(order))
         return to_svg(fig, key, "GPUs and queue over time")
 
 
@@ -209,8 +216,9 @@ def control_plane(key: str, series: dict[str, dict[str, np.ndarray]], order: lis
         for ax, (col, lines) in zip(axes, drawn):
             for name, x, y in lines:
                 x, y = curves.decimate(x, y)
-                ax.plot(x, y, color=color(name, order), label=name, linewidth=1.0)
-            ax.set_title(col.removesuffix("_total") + (" per s" if col.endswith("_total") else ""), fontsize=9)
+                ax.plot(x, y, color=color(name, order), label=plain(name), linewidth=1.0)
+            ax.set_title(col.removesuffix("_total") + (" per s" if col.endswith("_total") else ""), fontsize=9,
+                         parse_math=False)
             for t, _ in events:
                 ax.axvline(t / 3600.0, color="0.3", linestyle=":", linewidth=0.8)
             ax.tick_params(labelsize=7)
@@ -222,7 +230,7 @@ def control_plane(key: str, series: dict[str, dict[str, np.ndarray]], order: lis
             ax.xaxis.set_tick_params(labelbottom=True)
         names = [n for n in order if any(n == ln for _, lines in drawn for ln, _, _ in lines)]
         handles = [_line([], [], color=color(n, order)) for n in names]
-        fig.legend(handles, names, loc="upper center", ncol=len(names))
+        fig.legend(handles, [plain(n) for n in names], loc="upper center", ncol=len(names))
         return to_svg(fig, key, "control-plane figures over time"), zero
 
 
@@ -242,7 +250,7 @@ def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None, 
             if not xs:
                 continue
             c = color(name, order)
-            ax.plot(xs, ys, "-", color=c, label=name)
+            ax.plot(xs, ys, "-", color=c, label=plain(name))
             for p in pts:
                 if p.get("p99_s") is None:
                     continue
@@ -279,7 +287,7 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
         for field, label in RATIOS:
             v = err.get(field)
             if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
-                rows.append((f"{name} {label}", float(v[0]), float(v[1]), name))
+                rows.append((plain(f"{name} {label}"), float(v[0]), float(v[1]), name))
     if not rows:
         return None
     order = list(errors)

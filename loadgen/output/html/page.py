@@ -117,11 +117,15 @@ def render_run(data: RunData) -> str:
 
     # admission
     body.append('<section id="admission"><h2>Admission latency</h2>')
-    classes = sorted({c for n in names for c in (s["schedulers"][n].get("by_class") or {})})
+    classes, figured, left_out = shown_classes(s, names)
     if data.admission is None or "admission" in data.notes:
         body.append(_missing(data.notes.get("admission", "")))
+    if left_out or len(classes) > len(figured):
+        body.append(_missing(f"{len(classes) + left_out:,} job classes: this page shows the {len(classes):,} with the "
+                             f"most jobs in tables and draws the CDFs of the {len(figured)} largest; summary.json and "
+                             f"jobs.csv hold every class"))
     body.append('<div class="grid">')
-    for cls in ["all", *classes]:
+    for i, cls in enumerate(["all", *classes]):
         prefix = "admission_s" if cls == "all" else f"by_class.{cls}.admission_s"
         title = "all jobs" if cls == "all" else f"class {cls}"
         part = [f'<div class="panel" data-class="{text(cls)}"><h3>{text(title)}</h3>',
@@ -135,10 +139,10 @@ def render_run(data: RunData) -> str:
                         + "".join(cell(get(r, f"{prefix}.{k}"), f"{n}.{prefix}.{k}") for _, k in QUANTILE_COLS)
                         + cell(get(r, never), f"{n}.{never}") + "</tr>")
         part.append("</tbody></table>")
-        if data.admission:
+        if data.admission and (cls == "all" or cls in figured):
             lat = {n: data.admission[n].get(cls) for n in names if n in data.admission}
             if any(v is not None and len(v) for v in lat.values()):
-                svg = figures.admission_cdf(f"cdf-{cls}", f"Admission CDF: {title}", lat, names)
+                svg = figures.admission_cdf(f"cdf-{i}", f"Admission CDF: {title}", lat, names)
                 part.append(_fig(svg, f"{title}: admission latency CDF per scheduler from jobs.csv "
                                       f"(drawn at ~300 ranks incl. the exact p50/p99/p99.9 marked)"))
         part.append("</div>")
@@ -191,6 +195,24 @@ def render_run(data: RunData) -> str:
     body.append(_profile_section(data))
     body.append(_footer(data.dir, ["summary.json", "jobs.csv", "timeseries.csv"]))
     return _doc(f"gangstorm report {s.get('run_id')}", body)
+
+
+MAX_CLASSES = 60           # per-class tables (a trace may give every job its own class)
+MAX_CLASS_FIGURES = 12    # per-class CDFs: a figure costs about 0.1 s to draw
+
+
+def shown_classes(s: dict, names: list[str]) -> tuple[list[str], set[str], int]:
+    """The job classes the page shows in tables (at most MAX_CLASSES: those with the most jobs,
+    listed by name), those of them that get a CDF (at most MAX_CLASS_FIGURES, the most jobs
+    first), and how many classes it leaves out. Linear in the classes, whatever their number."""
+    jobs: dict[str, int] = {}
+    for n in names:
+        for c, v in (s["schedulers"][n].get("by_class") or {}).items():
+            count = v.get("jobs") if isinstance(v, dict) else None
+            jobs[str(c)] = max(jobs.get(str(c), 0), count if isinstance(count, int) and not isinstance(count, bool) else 0)
+    jobs.pop("all", None)              # "all" is every job (input refuses it as a class name)
+    by_size = sorted(jobs, key=lambda c: (-jobs[c], c))
+    return sorted(by_size[:MAX_CLASSES]), set(by_size[:MAX_CLASS_FIGURES]), max(len(jobs) - MAX_CLASSES, 0)
 
 
 BUDGETS = (("placement_to_ready", "Placement-to-ready", "admission to every member's container running: image "
