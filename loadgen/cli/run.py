@@ -31,7 +31,7 @@ def port_flag(args, flag: str) -> int | None:
     value = getattr(args, flag.lstrip("-").replace("-", "_"))
     if value is None:
         return None
-    if not str(value).isdigit() or int(value) > 65535:
+    if not (str(value).isascii() and str(value).isdigit()) or int(value) > 65535:
         raise UsageError(f"{flag}: expected a port number 0-65535, got {value!r}")
     if args.backend != "real":
         raise UsageError(f"{flag}: only with --backend real (a simulated run takes seconds: read summary.json)")
