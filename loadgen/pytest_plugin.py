@@ -48,6 +48,7 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
     """Callable: run a scenario (cached per arguments for the session) and return summary.json."""
     from loadgen.drive.comparative import RunOptions, run
     from loadgen.input.scenario import load
+    from loadgen.model.errors import UserError
     from loadgen.output.storage import fresh_run_dir
 
     cache: dict = {}
@@ -56,7 +57,12 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
     def _run(scenario: str, schedulers: str | None = None, profile: str | None = None, **overrides) -> dict:
         key = (scenario, schedulers, profile, tuple(sorted(overrides.items())))
         if key not in cache:
-            sc = load(scenario, profile, overrides={OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()})
+            check_schedulers(schedulers)
+            try:        # an error in a value the marker gave names the marker's argument (`nodez=: unknown key`)
+                sc = load(scenario, profile, overrides={OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()},
+                          flags={OVERRIDE_KEYS.get(k, k): f"{k}=" for k in overrides})
+            except UserError as e:      # the CLI's one line, as a failed test without a traceback
+                pytest.fail(f"gangstorm: {e}", pytrace=False)
             names = schedulers.split(",") if schedulers else list(sc.data["schedulers_enabled"])
             out = fresh_run_dir(root, f"run-{len(cache)}") if root else tmp_path_factory.mktemp("gangstorm")
             summary = run(sc, RunOptions(schedulers=names, out_dir=out))
@@ -65,6 +71,23 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
         return cache[key]
 
     return _run
+
+
+def check_schedulers(schedulers: str | None) -> None:
+    """The marker's (or gangstorm_run's) schedulers= as the CLI checks --schedulers: a scheduler
+    named twice would run every job twice."""
+    from loadgen.model.registry import SCHEDULERS
+    if schedulers is None:
+        return
+    names = [n.strip() for n in str(schedulers).split(",") if n.strip()]
+    bad = [n for n in names if n not in SCHEDULERS]
+    if bad or not names:
+        pytest.fail(f"gangstorm: schedulers=: expected a comma-separated list of {', '.join(SCHEDULERS)}, got "
+                    f"{schedulers!r}", pytrace=False)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        pytest.fail(f"gangstorm: schedulers=: expected each scheduler once, got {', '.join(twice)} twice in "
+                    f"{schedulers!r}", pytrace=False)
 
 
 @pytest.fixture
@@ -92,11 +115,22 @@ def gangstorm_baseline(pytestconfig):
     save = pytestconfig.getoption("--gangstorm-save-baselines")
 
     def _check(summary: dict, name: str, tolerance: float = 0.10, per_metric: dict | None = None) -> None:
+        from loadgen.output.paths import component
+        safe = component(name, "baseline")
+        if safe != name:         # a name is one file inside the baselines folder, never a path out of it
+            pytest.fail(f"gangstorm_baseline: name {name!r}: expected a file name (letters, digits, '.', '_', '-'; "
+                        f"e.g. {safe!r})", pytrace=False)
         path = folder / f"{name}.json"
         current = {k: v for k, v in summary.items() if not k.startswith("_")}
         if save:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(current, indent=2, sort_keys=True, allow_nan=False) + "\n")
+            from loadgen.output.paths import OutputPathError, check_output_file
+            from loadgen.output.storage import OutputError, atomic_write
+            try:
+                check_output_file(path, "--gangstorm-save-baselines")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, json.dumps(current, indent=2, sort_keys=True, allow_nan=False) + "\n")
+            except (OutputPathError, OutputError) as e:
+                pytest.fail(f"gangstorm_baseline: {e}", pytrace=False)
             return
         if not path.is_file():
             pytest.fail(f"no baseline {path}: run pytest with --gangstorm-save-baselines to write it")
