@@ -10,6 +10,7 @@ lifetimes and the points differ only in how fast the control plane must turn wor
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Callable
 from loadgen.measure import saturation
 from loadgen.model.numbers import NA, fixed
 from loadgen.drive.comparative import RunOptions, run
+from loadgen.input.limits import MAX_JOBS
 from loadgen.input.plan import preflight
-from loadgen.input.scenario import Scenario
+from loadgen.input.scenario import Scenario, ScenarioError
 from loadgen.input.workload import arrival_rate
 
 
@@ -116,6 +118,41 @@ def point(scenario: Scenario, m: float, jobs: int) -> Scenario:
                                       "sample_every_s": max(horizon_h * 36.0, 0.01)})   # ~100 samples
 
 
+def point_jobs(scenario: Scenario, m: float, jobs: int) -> float:
+    """The jobs a point at churn multiplier m plans (more than `jobs` once its horizon is held at
+    MIN_HORIZON_SLOS x the SLO)."""
+    p = point(scenario, m, jobs)
+    return arrival_rate(p) * p.data["duration_h"] * 3600.0
+
+
+def fit_to_limits(scenario: Scenario, spec: SearchSpec, jobs: int) -> tuple[SearchSpec, str | None]:
+    """The search with its largest multiplier lowered to the largest whose point fits one run
+    (loadgen/input/limits.py: MAX_JOBS), and a line saying so (None when nothing was lowered). At a
+    high churn a point's arrivals still last MIN_HORIZON_SLOS SLOs, so it plans more than `jobs`:
+    the scenario's own search may reach multipliers no single run can hold. A search whose first
+    point does not fit is refused with a line saying what to change."""
+    hi = _round(min(max(spec.hi, spec.lo), spec.hi))
+    if point_jobs(scenario, hi, jobs) <= MAX_JOBS:
+        return spec, None
+    start = _round(min(max(spec.start, spec.lo), spec.hi))
+    at_start = point_jobs(scenario, start, jobs)
+    if at_start > MAX_JOBS:
+        slo = scenario.data["slo"]["admission_p99_s"]
+        raise ScenarioError(scenario.path, "ceiling.start", f"a point at churn {start:g}x plans ~{at_start:,.0f} jobs, "
+                            f"more than one run may hold ({MAX_JOBS:,}): its arrivals last at least {MIN_HORIZON_SLOS} "
+                            f"x slo.admission_p99_s ({slo:g} s); lower --start, --slo-p99-s or --nodes")
+    lo = start                      # fits; hi does not: bisect geometrically to 4 significant digits
+    while hi / lo > 1.001:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if point_jobs(scenario, mid, jobs) <= MAX_JOBS else (lo, mid)
+    fit = float(f"{lo:.3g}") if point_jobs(scenario, float(f"{lo:.3g}"), jobs) <= MAX_JOBS else _round(lo * 0.999)
+    fit = max(min(fit, spec.hi), start)
+    note = (f"max_multiplier lowered from {spec.hi:g}x to {fit:g}x: a point above it plans more than {MAX_JOBS:,} jobs "
+            f"(one run's limit; its arrivals last at least {MIN_HORIZON_SLOS} SLOs); a search that reaches it ends "
+            f"with cap max_multiplier")
+    return dataclasses.replace(spec, hi=fit), note
+
+
 def measure(summary: dict, name: str, m: float) -> dict:
     """One point of one scheduler: the SLO figures, the offered rates and what was busy."""
     r = summary["schedulers"][name]
@@ -138,6 +175,16 @@ def measure(summary: dict, name: str, m: float) -> dict:
             "saturated_description": sat["description"], "run_dir": summary.get("_dir")}
 
 
+def plan_search(scenario: Scenario) -> tuple[SearchSpec, str | None]:
+    """The scenario's search fitted to one run's limits (fit_to_limits), its first and busiest
+    points checked before any run: a bad input is one line before anything is written."""
+    njobs = int(scenario.data["ceiling"]["jobs"])
+    spec, limited = fit_to_limits(scenario, SearchSpec.from_scenario(scenario), njobs)
+    for m in (spec.start, spec.hi):
+        preflight(point(scenario, _round(min(max(m, spec.lo), spec.hi)), njobs))
+    return spec, limited
+
+
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str = "sim",
           time_scale: float = 60.0, progress=None, checkpoint: Callable[[dict], None] | None = None,
           existing=None) -> dict:
@@ -145,16 +192,17 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
 
     checkpoint(result) gets the result so far after every point ("complete": false until the last
     scheduler's search ends), so an interrupted search keeps the points it ran."""
-    spec = SearchSpec.from_scenario(scenario)
     njobs = int(scenario.data["ceiling"]["jobs"])
-    for m in (spec.start, spec.hi):       # the input of the first and busiest points checked before any run
-        preflight(point(scenario, _round(min(max(m, spec.lo), spec.hi)), njobs))
+    spec, limited = plan_search(scenario)
+    if limited and progress:
+        progress(limited)
     points: dict[str, list[dict]] = {}
     ceiling: dict[str, dict] = {}
 
     def result(complete: bool) -> dict:
         return {"scenario": scenario.name, "slo": scenario.data["slo"], "backend": backend,
-                "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": njobs, "search": spec.__dict__,
+                "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": njobs,
+                "search": {**spec.__dict__, **({"limited": limited} if limited else {})},
                 "complete": complete, "points": points, "ceiling": ceiling}
 
     for name in schedulers:
