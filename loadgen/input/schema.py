@@ -112,10 +112,11 @@ SCENARIO = {
     "fleet": {
         "nodes": Field(int, 10_000, lo=1, hi=1_000_000),
         "gpus_per_node": Field(int, 8, lo=1, hi=64),
-        "cpus_per_node": Field(int, 96, lo=1),
-        "memory_gib_per_node": Field(int, 1024, lo=1),
-        "leaf_size": Field(int, 32, lo=1),
-        "leaves_per_spine": Field(int, 16, lo=1),
+        # the fleet model keeps these per node in int32 arrays: bounded far above any machine
+        "cpus_per_node": Field(int, 96, lo=1, hi=1_000_000),
+        "memory_gib_per_node": Field(int, 1024, lo=1, hi=1_000_000),
+        "leaf_size": Field(int, 32, lo=1, hi=1_000_000),
+        "leaves_per_spine": Field(int, 16, lo=1, hi=1_000_000),
         "gpu_models": MapOf(Field(NUM, lo=0), default={"h100": 1.0}),
     },
     "workload": {

@@ -23,7 +23,8 @@ def render(summary: dict) -> str:
     for name, s in summary["schedulers"].items():
         a = s["admission_s"]
         lines.append(
-            f"| {name} | {s['backend']} | {s['jobs']['admitted']:,} | {s['jobs']['never_admitted']:,} "
+            f"| {name}{' (partial)' if s.get('partial') else ''} | {s['backend']} | {s['jobs']['admitted']:,} "
+            f"| {s['jobs']['never_admitted']:,} "
             f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | {fixed(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
             f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {fixed(s['cost_per_million_gpu_hours'], 0)} |")

@@ -7,7 +7,10 @@ summary entry in one step: the CSVs are staged beside the originals, summary.jso
 schedulers being committed (`files.committing`), the staged CSVs are renamed over the originals,
 then summary.json drops the mark. SIGINT/SIGTERM wait until a step is done; after a kill -9 at any
 moment, `verify` holds: every scheduler in summary.json has exactly its counted rows, a scheduler
-marked as committing has all of them or none, and no other rows exist.
+marked as committing has all of them or none, and no other rows exist. A real or attached
+scheduler cut short by a signal is committed too, marked `partial` (the rows of the jobs it had
+sent, measured up to the signal): `verify` checks it is the scheduler `running` names in an
+incomplete run and that its rows are the jobs it sent.
 """
 from __future__ import annotations
 
@@ -288,6 +291,28 @@ def verify(run_dir: str | Path) -> list[str]:
                 problems.append(f"{name}: {n} rows of {s}, which summary.json does not list")
             elif n != want and not (s in committing and n == 0):
                 problems.append(f"{name}: {n} rows of {s}, summary.json counts {want}")
+    return problems + _verify_partial(summary, files)
+
+
+def _verify_partial(summary: dict, files: dict) -> list[str]:
+    """A scheduler kept partial (a real or attached run cut by a signal) is the one `running`
+    names in an incomplete run, and jobs.csv holds exactly the jobs it had sent."""
+    problems = []
+    for name, result in (summary.get("schedulers") or {}).items():
+        part = result.get("partial") if isinstance(result, dict) else None
+        if part is None:
+            continue
+        if summary.get("complete"):
+            problems.append(f"summary.json: {name} is marked partial in a run marked complete")
+        if summary.get("running") != name:
+            problems.append(f"summary.json: {name} is marked partial, but running names {summary.get('running')!r}")
+        rows = (files.get("jobs.csv") or {}).get(name)
+        sent = part.get("jobs_sent") if isinstance(part, dict) else None
+        if rows is not None and rows != sent:
+            problems.append(f"jobs.csv: {rows} rows of partial {name}, summary.json says it sent {sent}")
+        submitted = ((result.get("jobs") or {}).get("submitted"))
+        if submitted is not None and submitted != sent:
+            problems.append(f"summary.json: partial {name} counts {submitted} jobs submitted, but sent {sent}")
     return problems
 
 

@@ -294,9 +294,13 @@ def _run_header(data: RunData) -> str:
            f'profile {text(prof.get("name"))}; wall {_g(s.get("wall_s"))} s.</p>']
     if data.partial:
         running = s.get("running")
+        kept = (s.get("schedulers") or {}).get(running) if running else None
+        part = kept.get("partial") if isinstance(kept, dict) else None
+        what = (f" while {text(running)} was running (its rows up to the signal are kept, marked partial: "
+                f"{_g(part.get('jobs_sent'))} of {_g(part.get('jobs_planned'))} jobs sent)" if isinstance(part, dict)
+                else f" while {text(running)} was running (its results are absent)" if running else "")
         out.append(f'<p class="banner" id="partial"><b>Partial result</b> ("complete": false): the run was '
-                   f'interrupted{" while " + text(running) + " was running (its results are absent)" if running else ""}. '
-                   f'This report shows the {len(data.schedulers)} scheduler(s) that finished: '
+                   f'interrupted{what}. This report shows the {len(data.schedulers)} scheduler(s) it holds: '
                    f'{text(", ".join(data.schedulers) or "none")}.</p>')
     out.append("</header>")
     return "\n".join(out)
