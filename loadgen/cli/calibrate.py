@@ -83,7 +83,7 @@ def main(args) -> int:
     from loadgen.calibration.calibrate import Options, calibrate
     from loadgen.input.scenario import load
     from loadgen.output.storage import check_out_dir
-    check_out_dir(args.out or "results/calibration", reuse=True)   # keeps real runs to reuse
+    check_out_dir("results/calibration" if args.out is None else args.out, reuse=True)   # keeps real runs to reuse
     if args.write_profile:
         check_output_file(args.write_profile, "--write-profile")
     if args.anchors:

@@ -52,7 +52,7 @@ def main(args) -> int:
     existing = existing_from(args)
     if args.dry_run:
         raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")
-    if args.out:
+    if args.out is not None:
         check_out_dir(args.out)
     sc = scenario_from(args, FLAG_FIELDS)       # validated as the file's own values would be
     names = (existing and attached_schedulers(args.schedulers, existing)) or parse_schedulers(args.schedulers, sc)

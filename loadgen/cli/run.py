@@ -57,7 +57,7 @@ def main(args) -> int:
     from loadgen.input.plan import plan_run
     from loadgen.output.storage import check_out_dir
     existing = existing_from(args)
-    if args.out:
+    if args.out is not None:
         check_out_dir(args.out)
     check_trace_flags(args)
     metrics_port, dcgm_port = port_flag(args, "--metrics-port"), port_flag(args, "--dcgm-port")

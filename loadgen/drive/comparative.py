@@ -96,8 +96,9 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
             summary["wall_s"] = round(time.monotonic() - t_start, 3)
             try:
                 store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
-            except UserError:                   # not written (a full disk): not listed either
+            except UserError:                   # not written (a full disk): cut short, its rows absent
                 summary["schedulers"].pop(name, None)
+                summary["running"] = name
                 raise
         summary["complete"] = True
     finally:

@@ -23,15 +23,15 @@ BAD_CATEGORIES = {"Cc": "a control character", "Cf": "a format character (zero-w
 
 
 def problem(name: str) -> str | None:
-    """Why `name` is not a plain name (None: it is one)."""
+    """Why `name` is not a plain name, as the end of a one-line error (None: it is one)."""
     if not name.strip():
-        return "expected a name with at least one visible character"
+        return f"expected a name with at least one visible character, got {name!r}"
     if len(name) > MAX_NAME:
         return f"expected a name of at most {MAX_NAME} characters, got {len(name):,}"
     for i, ch in enumerate(name):
         what = BAD_CATEGORIES.get(unicodedata.category(ch))
         if what:
-            return f"expected plain text, got {what} (U+{ord(ch):04X}) at character {i}"
+            return f"expected plain text, got {what} (U+{ord(ch):04X}) at character {i} of {name!r}"
     return None
 
 

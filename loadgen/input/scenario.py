@@ -132,7 +132,7 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
 
 def _check_mix(data: dict, src: str) -> None:
     if data["name"] is not None and (why := names.problem(data["name"])):
-        raise ScenarioError(src, "name", f"{why}; got {data['name']!r}")
+        raise ScenarioError(src, "name", why)
     if not data["schedulers_enabled"]:
         raise ScenarioError(src, "schedulers_enabled", "expected at least one scheduler (a run with none measures "
                             "nothing)")
@@ -141,8 +141,7 @@ def _check_mix(data: dict, src: str) -> None:
         raise ScenarioError(src, "workload.classes", "expected at least one job class")
     for name in classes:
         if why := names.class_problem(name):
-            raise ScenarioError(src, f"workload.classes.{name!r}" if "." in name else f"workload.classes.{name}",
-                                why if "got" in why else f"{why}; got {name!r}")
+            raise ScenarioError(src, f"workload.classes.{name!r}" if "." in name else f"workload.classes.{name}", why)
     total = sum(c["share"] for c in classes.values())
     if abs(total - 1.0) > 1e-6:
         raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")

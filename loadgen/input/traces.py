@@ -76,7 +76,7 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
         if key in row and not isinstance(row[key], str):
             raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
         if key in row and (why := (names.class_problem if key == "cls" else names.problem)(row[key])):
-            raise TraceError(src, f"{where}: {key}", why if "got" in why else f"{why}; got {row[key]!r}")
+            raise TraceError(src, f"{where}: {key}", why)
     for key in ("members", "gpus_per_member"):
         if row[key] < 1:
             raise TraceError(src, f"{where}: {key}", f"expected >= 1, got {row[key]!r}")
@@ -201,7 +201,7 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
                 skipped["too_many_gpus"] += 1
                 continue
             if r["name"] and (why := names.problem(r["name"])):
-                raise TraceError(src, f"line {lineno}: name", f"{why}; got {r['name']!r}")
+                raise TraceError(src, f"line {lineno}: name", why)
             rows.append((created, deleted - created, gpus, r["name"] or f"pod-{lineno}"))
     except csv.Error as e:
         raise TraceError(src, f"line {lineno + 1}", f"expected CSV ({e})") from None
