@@ -61,8 +61,10 @@ def gangstorm_run(tmp_path_factory, pytestconfig):
             try:        # an error in a value the marker gave names the marker's argument (`nodez=: unknown key`)
                 sc = load(scenario, profile, overrides={OVERRIDE_KEYS.get(k, k): v for k, v in overrides.items()},
                           flags={OVERRIDE_KEYS.get(k, k): f"{k}=" for k in overrides})
-            except UserError as e:      # the CLI's one line, as a failed test without a traceback
-                pytest.fail(f"gangstorm: {e}", pytrace=False)
+            except UserError as e:
+                sc, refused = None, str(e)
+            if sc is None:              # the CLI's one line, as a failed test without a traceback
+                pytest.fail(f"gangstorm: {refused}", pytrace=False)
             names = schedulers.split(",") if schedulers else list(sc.data["schedulers_enabled"])
             out = fresh_run_dir(root, f"run-{len(cache)}") if root else tmp_path_factory.mktemp("gangstorm")
             summary = run(sc, RunOptions(schedulers=names, out_dir=out))

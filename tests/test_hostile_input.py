@@ -393,3 +393,44 @@ def test_dev_stdin_as_an_input_is_refused_not_waited_on(tmp_path):
                 p.kill()
                 p.wait()
         assert p.returncode == 2 and err.strip() == f"gangstorm: error: {expected}", (argv, err)
+
+
+# --- the pytest plugin's arguments ---------------------------------------------------------------
+PLUGIN_TESTS = '''
+import pytest
+
+@pytest.mark.gangstorm("{scenario}", schedulers="slurm,slurm")
+def test_twice(gangstorm_summary):
+    pass
+
+@pytest.mark.gangstorm("{scenario}", nodez=4, schedulers="slurm")
+def test_typo(gangstorm_summary):
+    pass
+
+@pytest.mark.gangstorm("{scenario}", nodes=2000000, schedulers="slurm")
+def test_out_of_range(gangstorm_summary):
+    pass
+
+@pytest.mark.gangstorm("{scenario}", schedulers="slurm")
+def test_escaping_baseline(gangstorm_summary, gangstorm_baseline):
+    gangstorm_baseline(gangstorm_summary, "../../../escaped")
+'''
+
+
+def test_the_pytest_plugin_refuses_what_the_cli_refuses_in_the_markers_own_words(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "s.yaml").write_bytes(SMALL)
+    (tmp_path / "test_markers.py").write_text(PLUGIN_TESTS.replace("{scenario}", str(tmp_path / "s.yaml")))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_markers.py",
+                        "--gangstorm-baselines", "base/inner", "--gangstorm-save-baselines", "-rf"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = r.stdout
+    assert r.returncode == 1 and "1 failed, 3 errors" in out, out     # the marker's tests fail at set-up
+    assert "gangstorm: schedulers=: expected each scheduler once, got slurm twice in 'slurm,slurm'" in out
+    assert "gangstorm: nodez=: unknown key (known:" in out and "(nodez)" in out
+    assert "gangstorm: nodes=: expected <= 1000000, got 2000000 (fleet.nodes)" in out
+    assert ("gangstorm_baseline: name '../../../escaped': expected a file name (letters, digits, '.', '_', '-'; "
+            "e.g. 'escaped')") in out
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path.parent / "escaped.json").exists()
+    assert "Traceback" not in out and "During handling" not in out

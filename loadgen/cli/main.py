@@ -86,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (`gangstorm ... | head`): stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception:
+        # an interrupt a library turned into its own error (numpy's import raises ImportError when
+        # a KeyboardInterrupt lands inside its C initialisation) is still the interrupt
+        if SIGNALLED:
+            print(_interrupted(), file=sys.stderr)
+            return 130
+        raise
 
 
 def _last_folder():
