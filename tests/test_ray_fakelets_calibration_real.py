@@ -1,8 +1,9 @@
 """Fakelets calibrated against real raylets at CI size: the same trace, admission within a band.
 
 One real-raylet run and one fakelet run of CI_SCENARIO (8 nodes, about 45 s of arrivals, 189 jobs)
-through the real CLI, by fakes/ray/fakelets/calibrate.py's own functions, then the fakelet
-admission distribution is held to CI_BAND: the share of groups admitted within 1 s, overall and
+through the real CLI, by fakes/ray/fakelets/calibrate.py's own functions (a second pair, pooled with
+the first, when the first misses the band: see MAX_PAIRS), then the fakelet admission distribution
+is held to CI_BAND: the share of groups admitted within 1 s, overall and
 for small jobs. That share is what the GCS's own behaviour sets (its 1 s Tick separates groups
 placed on the first try from those that waited a retry). Measured at this size (3 runs of each
 kind at loadavg 37-76, every raylet/fakelet pair compared alone, 4 pairs:
@@ -14,6 +15,8 @@ sub-second and a multi-second wait: four pairs gave p90 ratios 0.76-1.10, a CI r
 within-1 s shares 0.868 vs 0.925. The quantile band is the 32-node `make ray-calibrate-fake`'s.
 """
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -67,13 +70,29 @@ slo:
 CI_BAND = {"all": {"within_1s_diff": 0.08}, "small": {"within_1s_diff": 0.08}}
 
 
+# A busy machine (another process on one core) widened one pair's difference to 0.095: a single
+# pair's share is a sample of about 110 groups per kind, whose timing the machine's load moves. When
+# the first pair misses the band, one more pair is run (at most two: bounded by count, not by time)
+# and the band is held by the pooled comparison, each kind over its two runs, as the 32-node band is.
+MAX_PAIRS = 2
+
+
 @pytest.fixture(scope="module")
 def calibration(tmp_path_factory):
     ray_or_fail()
     root = tmp_path_factory.mktemp("fakelets-calibration")
     scenario = root / "ci.yaml"
     scenario.write_text(CI_SCENARIO)
-    report = calibrate.calibrate(NODES, scenario, root / "out", repeat=1, band=CI_BAND)
+    reports = [calibrate.calibrate(NODES, scenario, root / "out-0", repeat=1, band=CI_BAND)]
+    while reports[-1]["outside_band"] and reports[-1]["outside_band"] != ["runs failed"] and len(reports) < MAX_PAIRS:
+        print(calibrate.markdown(reports[-1]))
+        more = calibrate.calibrate(NODES, scenario, root / f"out-{len(reports)}", repeat=1, band=CI_BAND)
+        pooled = root / f"pooled-{len(reports)}"
+        pooled.mkdir()
+        (pooled / "calibration.json").write_text(json.dumps({**more, "repeat": len(reports) + 1,
+                                                              "runs": reports[-1]["runs"] + more["runs"]}))
+        reports.append(calibrate.reanalyse(pooled, CI_BAND))
+    report = reports[-1]
     print(calibrate.markdown(report))
     failed = [f"{r['kind']}: {r['error']}" for r in report["runs"] if "error" in r]
     assert not failed, f"a calibration run failed: {failed}"
