@@ -7,49 +7,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
-from html.parser import HTMLParser
 
 from support.fuzzkit import run_cli
+from support.htmlcheck import assert_no_script, parse
 
 SCENARIO = (b"name: hostile\nduration_h: 0.2\ndrain_h: 0.1\nwarmup_h: 0\nsample_every_s: 60\n"
             b"fleet: {nodes: 16, leaf_size: 4}\n")
 HOSTILE = ['x"/><script>alert(1)</script><g id="y', "$x^$", "<img src=x onerror=alert(1)>", "a\\1b", "&amp;<",
            "</svg><script>alert(2)</script>", "$\\frac{1}{$", "'-- ;", "javascript:alert(3)"]
-ID = re.compile(r"^[A-Za-z0-9_.-]+$")          # matplotlib's ids, prefixed by figure
-
-
-class Page(HTMLParser):
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    handle_startendtag = handle_starttag
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse(html: str) -> Page:
-    p = Page()
-    p.feed(html)
-    p.close()
-    return p
-
-
-def assert_no_script(page: Page) -> None:
-    assert not [t for t, _ in page.tags if t in ("script", "iframe", "object", "embed", "foreignobject")]
-    for tag, attrs in page.tags:
-        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
-        assert not any("javascript:" in (v or "") for k, v in attrs.items() if k in ("href", "src", "xlink:href")), attrs
-        if "id" in attrs:
-            assert ID.match(attrs["id"]), (tag, attrs["id"])
-
-
 def trace(classes: list[str], tenants: list[str]) -> bytes:
     lines = ['{"gangstorm_trace": 1}']
     for i in range(48):

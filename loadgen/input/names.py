@@ -35,6 +35,13 @@ def problem(name: str) -> str | None:
     return None
 
 
+def shown(key) -> str:
+    """A user-chosen key as a one-line error's field path shows it: as written when it is plain
+    (letters, digits, `_`, `-`), quoted and escaped otherwise (a newline never breaks the line)."""
+    text = str(key)
+    return text if text and all(ch.isascii() and (ch.isalnum() or ch in "_-") for ch in text) else repr(text)
+
+
 def class_problem(name: str) -> str | None:
     """Why `name` cannot name a job class (None: it can)."""
     if name in RESERVED_CLASSES:

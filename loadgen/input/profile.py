@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from loadgen.input import yamlfile
+from loadgen.input.names import shown
 from loadgen.input.schema import PROFILE, SCENARIO, Field
 from loadgen.model.errors import UserError
 
@@ -112,9 +113,9 @@ def load(name_or_path: str | None = None) -> Profile:
         raise ProfileError(src, e.where, e.expected) from None
     if not isinstance(raw, dict):
         raise ProfileError(src, "", "expected a mapping with name, parameters and (optionally) validation")
-    unknown = sorted(set(raw) - set(TOP_KEYS))
+    unknown = sorted(map(str, set(raw) - set(TOP_KEYS)))
     if unknown:
-        raise ProfileError(src, unknown[0], f"unknown key (known: {', '.join(TOP_KEYS)})")
+        raise ProfileError(src, shown(unknown[0]), f"unknown key (known: {', '.join(TOP_KEYS)})")
     for key in ("name", "description"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise ProfileError(src, key, f"expected a string, got {type(raw[key]).__name__} {raw[key]!r}")
@@ -125,12 +126,12 @@ def load(name_or_path: str | None = None) -> Profile:
     for section, keys in sections.items():
         fields = profile_fields(section)
         if fields is None:
-            raise ProfileError(src, f"parameters.{section}", f"unknown section (known: {', '.join(SECTIONS)})")
+            raise ProfileError(src, f"parameters.{shown(section)}", f"unknown section (known: {', '.join(SECTIONS)})")
         if not isinstance(keys, dict):
             raise ProfileError(src, f"parameters.{section}", "expected a mapping of parameters")
         for k in keys:
             if k not in fields:
-                raise ProfileError(src, f"parameters.{section}.{k}", f"unknown parameter (known: {', '.join(fields)})")
+                raise ProfileError(src, f"parameters.{section}.{shown(k)}", f"unknown parameter (known: {', '.join(fields)})")
         params[section] = {k: _param(v, src, f"parameters.{section}.{k}", fields[k]) for k, v in keys.items()}
     for section, keys, what in NOT_ALL_ZERO:
         have = params.get(section) or {}
@@ -170,7 +171,7 @@ def profile_fields(section: str) -> dict[str, Field] | None:
 def _param(v: Any, src: str, where: str, spec: Field) -> Param:
     if not isinstance(v, dict):
         raise ProfileError(src, where, "expected {value, unit, provenance, source[, command]}")
-    unknown = sorted(set(v) - {"value", "unit", "provenance", "source", "command"})
+    unknown = sorted(map(shown, set(v) - {"value", "unit", "provenance", "source", "command"}))
     if unknown:
         raise ProfileError(src, f"{where}.{unknown[0]}", "unknown key (known: value, unit, provenance, source, command)")
     value = v.get("value")
@@ -232,7 +233,7 @@ def check_validation(validation: Any, src: str) -> None:
     if not isinstance(validation, dict):
         raise ProfileError(src, "validation", "expected a mapping by scheduler")
     for name, entry in validation.items():
-        where = f"validation.{name}"
+        where = f"validation.{shown(name)}"
         if name not in SCHEDULERS:
             raise ProfileError(src, where, f"unknown scheduler (known: {', '.join(SCHEDULERS)})")
         if not isinstance(entry, dict):

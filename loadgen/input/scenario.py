@@ -116,12 +116,12 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
     if isinstance(spec, MapOf):
         if not isinstance(value, dict):
             raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
-        return {str(k): validate(v, spec.item, src, f"{path}.{k}") for k, v in value.items()}
+        return {str(k): validate(v, spec.item, src, f"{path}.{names.shown(k)}") for k, v in value.items()}
     if not isinstance(value, dict):
         raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
     unknown = sorted(map(str, set(value) - set(spec)))
     if unknown:
-        where = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        where = f"{path}.{names.shown(unknown[0])}" if path else names.shown(unknown[0])
         raise ScenarioError(src, where, f"unknown key (known: {', '.join(sorted(spec))})")
     out = {}
     for key, sub in spec.items():
@@ -141,7 +141,7 @@ def _check_mix(data: dict, src: str) -> None:
         raise ScenarioError(src, "workload.classes", "expected at least one job class")
     for name in classes:
         if why := names.class_problem(name):
-            raise ScenarioError(src, f"workload.classes.{name!r}" if "." in name else f"workload.classes.{name}", why)
+            raise ScenarioError(src, f"workload.classes.{names.shown(name)}", why)
     total = sum(c["share"] for c in classes.values())
     if abs(total - 1.0) > 1e-6:
         raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")

@@ -77,9 +77,12 @@ def _still(path: Path, spec: Special) -> bool:
     return stat.S_ISLNK(mode)
 
 
-def run_cli(argv: list[str], files: dict[str, bytes | Special], out_name: str = "out", keep=None) -> Outcome:
+def run_cli(argv: list[str], files: dict[str, bytes | Special], out_name: str = "out", keep=None,
+            codes: tuple[int, ...] = (0, 2), label: str = "") -> Outcome:
     """argv with {dir} replaced by a fresh sandbox folder holding `files` ({long} by an over-long
-    path); cwd is the sandbox. `keep(sandbox)` may look at the sandbox before it is removed."""
+    path); cwd is the sandbox. `keep(sandbox)` may look at the sandbox before it is removed.
+    `codes`: the exit statuses the command may end in (1: a regression found by compare, or a
+    backend that failed, in one line); `label` tallies the outcome under that name in OUTCOMES."""
     with tempfile.TemporaryDirectory(prefix="gs-fuzz-") as d:
         sandbox = Path(d)
         for name, data in files.items():           # "name/": an empty folder
@@ -119,7 +122,7 @@ def run_cli(argv: list[str], files: dict[str, bytes | Special], out_name: str = 
                                                   else (sandbox / name).read_bytes() != data)]
         assert changed == [], f"inputs changed: {changed}"
         outcome = Outcome(code, out.getvalue(), err.getvalue(), written, run_dir)
-        check(outcome, out_given=out_name in given)
+        check(outcome, out_given=out_name in given, codes=codes, label=label)
         if (run_dir / "summary.json").is_file():
             outcome.summary = json.loads((run_dir / "summary.json").read_text())
         if keep is not None:
@@ -127,11 +130,17 @@ def run_cli(argv: list[str], files: dict[str, bytes | Special], out_name: str = 
         return outcome
 
 
-def check(o: Outcome, out_given: bool = False) -> None:
+def check(o: Outcome, out_given: bool = False, codes: tuple[int, ...] = (0, 2), label: str = "") -> None:
     lines = o.stderr.strip().splitlines()
-    assert o.code in (0, 2), (o.code, o.stderr)
+    assert o.code in codes, (o.code, o.stderr)
+    assert "Traceback" not in o.stderr, o.stderr
     assert o.written == [], o.written
-    if o.code == 2:
+    if label:
+        OUTCOMES[f"{label}: exit {o.code}"] += 1
+    if o.code == 1:
+        OUTCOMES["regression or backend failed"] += 1
+        assert not lines or (len(lines) <= 2 and "error: " in lines[-1]), o.stderr
+    elif o.code == 2:
         OUTCOMES["error"] += 1
         started = o.out.exists() and len(lines) == 2 and " -> " in lines[0]    # a run's banner, then what stopped it
         assert (len(lines) == 1 or started) and lines[-1].startswith("gangstorm") and "error: " in lines[-1], o.stderr
