@@ -476,7 +476,12 @@ def run_folder(tmp_path_factory):
     (d / "s.yaml").write_bytes(SMALL)
     subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", str(d / "s.yaml"), "--schedulers", "slurm,kube",
                     "--out", str(d / "run"), "--quiet"], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    return {name: (d / "run" / name).read_bytes() for name in ("summary.json", "jobs.csv", "timeseries.csv")}
+    return Folder({name: (d / "run" / name).read_bytes() for name in ("summary.json", "jobs.csv", "timeseries.csv")})
+
+
+class Folder(dict):
+    def __repr__(self) -> str:          # what a failing example prints: not the whole folder
+        return f"<run folder: {', '.join(self)}>"
 
 
 def _mutate_json(doc, draw):

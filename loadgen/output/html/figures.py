@@ -235,34 +235,39 @@ def control_plane(key: str, series: dict[str, dict[str, np.ndarray]], order: lis
 
 
 # --- ceiling ----------------------------------------------------------------------------------
-def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None, ceiling: dict[str, dict]) -> str:
+def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None,
+                  ceiling: dict[str, dict]) -> str | None:
     """p99 admission against the churn multiplier per scheduler (log-log), the SLO as a line;
-    filled markers met the SLO, hollow ones broke it, a star marks the ceiling."""
+    filled markers met the SLO, hollow ones broke it, a star marks the ceiling. None when no point
+    can be drawn."""
     order = list(points)
+    if not any(isinstance(p, dict) and _positive(p.get("churn_multiplier")) and _finite(p.get("p99_s"))
+               for pts in points.values() for p in pts):
+        return None
     with _ctx():
         fig = _figure(8.0, 4.8)
         ax = fig.add_subplot()
         for name, pts in points.items():
-            pts = sorted((p for p in pts if isinstance(p, dict) and isinstance(p.get("churn_multiplier"), (int, float))),
-                         key=lambda p: p["churn_multiplier"])
-            xs = [p["churn_multiplier"] for p in pts if p.get("p99_s") is not None]
-            ys = [max(p["p99_s"], curves.MIN_LATENCY_S) for p in pts if p.get("p99_s") is not None]
+            # points a log-log axis can hold: a positive multiplier and a number for p99 (a hand-edited
+            # or foreign ceiling.json may hold anything)
+            pts = sorted((p for p in pts if isinstance(p, dict) and _positive(p.get("churn_multiplier"))
+                          and _finite(p.get("p99_s"))), key=lambda p: p["churn_multiplier"])
+            xs = [p["churn_multiplier"] for p in pts]
+            ys = [max(p["p99_s"], curves.MIN_LATENCY_S) for p in pts]
             if not xs:
                 continue
             c = color(name, order)
             ax.plot(xs, ys, "-", color=c, label=plain(name))
             for p in pts:
-                if p.get("p99_s") is None:
-                    continue
                 met = p.get("met", p.get("slo_met"))
                 ax.plot([p["churn_multiplier"]], [max(p["p99_s"], curves.MIN_LATENCY_S)], "o", color=c,
                         markerfacecolor=c if met else "white", markersize=5)
             best = (ceiling.get(name) or {}).get("ceiling_churn_multiplier")
-            at = [p for p in pts if p["churn_multiplier"] == best and p.get("p99_s") is not None]
+            at = [p for p in pts if p["churn_multiplier"] == best]
             if at:
                 ax.plot([best], [max(at[0]["p99_s"], curves.MIN_LATENCY_S)], "*", color=c, markersize=13,
                         markeredgecolor="black", markeredgewidth=0.5)
-        if slo_s is not None:
+        if _positive(slo_s):
             ax.axhline(slo_s, color="black", linestyle="--", linewidth=1.0, label=f"SLO: p99 <= {slo_s:g} s")
         ax.plot([], [], "o", color="0.4", label="met the SLO")
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="broke it")
@@ -274,6 +279,14 @@ def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None, 
         ax.set_title("Control-plane ceiling: p99 admission against churn")
         ax.legend(loc="upper left")
         return to_svg(fig, key, "ceiling curve")
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def _positive(v) -> bool:
+    return _finite(v) and v > 0
 
 
 # --- calibration ------------------------------------------------------------------------------
