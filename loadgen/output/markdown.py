@@ -1,4 +1,5 @@
-"""summary.md: the head-to-head table, rendered from summary.json alone."""
+"""summary.md: the head-to-head table, rendered from summary.json alone (a run over several seeds:
+markdown_seeds.py)."""
 from __future__ import annotations
 
 
@@ -11,6 +12,9 @@ def _fmt(x, digits=1, unit=""):
 
 
 def render(summary: dict) -> str:
+    if summary.get("spread") is not None:          # a run over several seeds (output/aggregate.py)
+        from loadgen.output.markdown_seeds import render as render_seeds
+        return render_seeds(summary)
     wl = summary["workload"]
     fl = summary["fleet"]
     lines = [
