@@ -224,7 +224,7 @@ def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds:
     rewritten as each seed starts and ends."""
     import json
     import time
-    from loadgen.drive.seeds import Outcome, each_seed, seed_dir
+    from loadgen.drive.seeds import Outcome, cut_short, each_seed, seed_dir
     from loadgen.output import aggregate
     from loadgen.output.storage import atomic_write
     per_scenario = {s: scenario.with_overrides(seed=s) for s in seeds}
@@ -282,5 +282,6 @@ def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds:
         each_seed(seeds, work, parallel, event, in_process=backend == "real")
         head["complete"] = True
     finally:
+        cut_short(head["seeds"])
         write()
     return state["result"]

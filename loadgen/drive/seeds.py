@@ -145,6 +145,7 @@ def _attempt(seed: int, work, progress) -> Outcome:
 
 
 def _child(conn, work, seed: int, parent: int) -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})   # forked while the parent held them
     _die_with_parent()
     if os.getppid() != parent:
         os._exit(1)
@@ -158,6 +159,7 @@ def _child(conn, work, seed: int, parent: int) -> None:
         _send(conn, ("progress", seed, *detail))
 
     out = _attempt(seed, work, progress)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})    # the outcome must reach the parent
     _send(conn, ("final", out))
     conn.close()
 
@@ -192,26 +194,31 @@ def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, 
     failed: Outcome | None = None
     try:
         while pending or running:
-            while pending and len(running) < parallel and failed is None:
-                s = pending.pop(0)
-                r, w = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_child, args=(w, work, s, os.getpid()), name=f"gangstorm-seed-{s}")
-                on_event("start", s)
-                p.start()
-                w.close()
-                running[s] = (p, r)
+            # the bookkeeping is done with signals held, so an interrupt finds every started seed
+            # in `running` (and the summary); only the wait below takes them as they come
+            with storage.signals_deferred():
+                while pending and len(running) < parallel and failed is None:
+                    s = pending.pop(0)
+                    r, w = ctx.Pipe(duplex=False)
+                    p = ctx.Process(target=_child, args=(w, work, s, os.getpid()), name=f"gangstorm-seed-{s}")
+                    on_event("start", s)
+                    p.start()
+                    w.close()
+                    running[s] = (p, r)
             if not running:
                 break
             by_conn = {r: s for s, (_, r) in running.items()}
-            for conn in multiprocessing.connection.wait(list(by_conn)):
-                s = by_conn[conn]
-                out = _receive(conn, s, on_event)
-                if out is None:
-                    continue
-                _finish(running.pop(s), out, on_event)
-                if out.status != "done" and failed is None:
-                    failed = out
-                    _stop(running, on_event)
+            ready = multiprocessing.connection.wait(list(by_conn))
+            with storage.signals_deferred():
+                for conn in ready:
+                    s = by_conn[conn]
+                    out = _receive(conn, s, on_event)
+                    if out is None:
+                        continue
+                    _finish(running.pop(s), out, on_event)
+                    if out.status != "done" and failed is None:
+                        failed = out
+                        _stop(running, on_event)
         if failed is not None:
             _raise_for(failed)
     except KeyboardInterrupt:
@@ -261,8 +268,17 @@ def _stop(running: dict[int, tuple], on_event: Event) -> None:
             out = None
             while out is None and conn.poll():
                 out = _receive(conn, s, lambda *a: None)
-            _finish((p, conn), out or Outcome(s, "interrupted"), on_event)
+            if out is None or out.status == "crash":      # ended by the stop itself
+                out = Outcome(s, "interrupted", "", out.wall_s if out else 0.0)
+            _finish((p, conn), out, on_event)
             del running[s]
+
+
+def cut_short(seeds: dict) -> None:
+    """At the end, a seed still listed as running was cut short (an interrupt between its start
+    and its first report): it is interrupted."""
+    seeds["interrupted"] = sorted(set(seeds["interrupted"]) | set(seeds["running"]))
+    seeds["running"] = []
 
 
 # --- gangstorm run --seeds ---------------------------------------------------------------------
@@ -328,6 +344,7 @@ def run_seeds(scenario: Scenario, seeds: list[int], opts, parallel: int, rule: s
         each_seed(seeds, work, parallel, event, in_process=opts.backend == "real")
         head["complete"] = True
     finally:
+        cut_short(head["seeds"])
         write()
         storage.CREATED.append(out)     # the CLI's closing line names the run, not its last seed
     summary = state["summary"]

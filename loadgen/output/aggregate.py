@@ -129,6 +129,8 @@ def interval(values: dict[int, Any], counts: dict[int, Any] | None = None) -> di
     (JSON keys are text: seeds as strings). Seeds without the number are listed as null."""
     iv = spread.median_interval(_finite(v) for v in values.values())
     out = iv.as_dict() if iv else {"median": None, "low": None, "high": None, "confidence": None, "n": 0}
+    if out["median"] is not None:
+        out["median"] = round(out["median"], 6)       # as median_tree rounds it: one median, two places
     out["values"] = {str(s): _finite(v) for s, v in values.items()}
     if counts is not None:
         out["counts"] = {str(s): c for s, c in counts.items()}

@@ -13,6 +13,11 @@ PERCENT = {"scheduling_tax"}
 HEAD_COLUMNS = ADMISSION + RESOURCE
 
 
+def md(name) -> str:
+    """A name from a scenario or trace inside a table row: a | or a line break would end the cell."""
+    return str(name).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
 def _digits(name: str) -> int:
     return DIGITS.get(name, 1)
 
@@ -24,6 +29,12 @@ def value(name: str, v) -> str:
     if name in PERCENT:
         return f"{v * 100:.2f}%"
     return _fmt(float(v), _digits(name))
+
+
+def signed(name: str, d: float) -> str:
+    """A difference with its sign, none when it prints as zero."""
+    t = value(name, abs(d))
+    return t if not any(c in "123456789" for c in t) else ("+" if d > 0 else "-") + t
 
 
 def cell(name: str, entry: dict | None, mark: str = "") -> str:
@@ -179,7 +190,7 @@ def _class_table(summary: dict) -> list[str]:
         for name, r in summary["schedulers"].items():
             sp = _spread_of(r, c)
             count = ((((r.get("by_class") or {}).get(c) or {}).get("admission_s")) or {}).get("count")
-            lines.append(f"| {c} | {name} | " + " | ".join(cell("class", sp.get(f.name), m[f.name].get(name, ""))
+            lines.append(f"| {md(c)} | {name} | " + " | ".join(cell("class", sp.get(f.name), m[f.name].get(name, ""))
                                                           for f in ADMISSION) + f" | {_fmt(count, 0)} |")
     return lines
 
@@ -225,7 +236,7 @@ def significance_lines(summary: dict) -> list[str]:
              "| figure | " + " | ".join(f"{b} - {a}" for a, b in cols) + " |", "|---|" + "---:|" * len(cols)]
     same = []
     for (cls, fig), by_pair in rows.items():
-        label = BY_NAME[fig].label if cls == ALL else f"{cls}: {BY_NAME[fig].label}"
+        label = BY_NAME[fig].label if cls == ALL else f"{md(cls)}: {BY_NAME[fig].label}"
         if all(p["median_diff"] == 0 and p["p_value"] == 1 for p in by_pair.values()):
             same.append(label)
             continue
@@ -235,8 +246,7 @@ def significance_lines(summary: dict) -> list[str]:
             if p is None or p["median_diff"] is None:
                 cells.append("n/a")
                 continue
-            d = p["median_diff"]
-            text = ("+" if d > 0 else "") + value(fig, d)
+            text = signed(fig, p["median_diff"])
             cells.append(f"{text} (p {p['p_value']:.3g})" + ("" if p["significant"] else " n.s."))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if same:
