@@ -405,3 +405,39 @@ def test_the_report_escapes_class_names_and_shows_medians_intervals_and_seed_dot
         checked += ".spread." in metric
     assert checked > 100
     assert any(m == "kube.spread.admission_p99.values.7" for m, _, _ in page.metrics)      # the per-seed table
+
+
+# --- the seed runner --------------------------------------------------------------------------
+def test_each_seed_reports_every_seed_in_a_child_or_in_process():
+    from loadgen.drive.seeds import each_seed
+    for in_process in (False, True):
+        events = []
+
+        def work(seed, progress):
+            progress("kube", 0.5)
+
+        each_seed([3, 1, 2], work, 2, lambda kind, seed, *d: events.append((kind, seed)), in_process=in_process)
+        assert sorted(s for k, s in events if k == "done") == [1, 2, 3]
+        assert [s for k, s in events if k == "start"] == [3, 1, 2]
+        assert ("progress", 3) in events
+
+
+def test_a_failing_seed_stops_the_others_and_its_error_is_raised_with_its_seed():
+    from loadgen.drive.seeds import SeedsError, each_seed
+    from loadgen.model.errors import UserError
+
+    def bad_input(seed, progress):
+        if seed == 2:
+            raise UserError("s.yaml: fleet.nodes: expected >= 1, got 0")
+        time.sleep(5)               # still running when seed 2 fails: stopped, not waited for
+
+    events = []
+    with pytest.raises(SeedsError, match=r"^seed 2: s.yaml: fleet.nodes: expected >= 1, got 0$"):
+        each_seed([1, 2, 3, 4], bad_input, 2, lambda kind, seed, *d: events.append((kind, seed, *d)))
+    assert not any(k == "start" and s in (3, 4) for k, s, *_ in events)        # none started after the failure
+
+    def crash(seed, progress):
+        raise ZeroDivisionError("a bug")
+
+    with pytest.raises(RuntimeError, match=r"seed 5 failed:\n(.|\n)*ZeroDivisionError: a bug"):
+        each_seed([5], crash, 1, lambda *a: None)

@@ -229,6 +229,9 @@ CEILING_FIGURES = (CEILING,
                           lower_is_better=False, headline=False))
 
 
+BY_NAME.update({f.name: f for f in CEILING_FIGURES})
+
+
 def ceiling(head: dict, per_seed: dict[int, dict]) -> dict:
     """The ceiling.json of a search over several seeds from each seed's ceiling.json: per scheduler
     the median of each number, the interval of the ceiling and the rates at it, what saturated at
@@ -243,7 +246,8 @@ def ceiling(head: dict, per_seed: dict[int, dict]) -> dict:
         r = median_tree([{k: v for k, v in x.items() if k != "evidence"} for x in runs.values()])
         saturated: dict[str, int] = {}
         for x in runs.values():
-            key = x.get("saturated") or ("none near full" if x.get("broke_at_churn_multiplier") is not None else "n/a")
+            key = x.get("saturated") or ("none near full" if x.get("broke_at_churn_multiplier") is not None
+                                         else "did not break")
             saturated[key] = saturated.get(key, 0) + 1
         r["saturated_seeds"] = dict(sorted(saturated.items(), key=lambda kv: (-kv[1], kv[0])))
         caps: dict[str, int] = {}

@@ -314,7 +314,8 @@ def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, di
     ncols = min(4, len(panels))
     nrows = -(-len(panels) // ncols)
     with _ctx():
-        fig = _figure(11.0, 2.4 * nrows + 0.5, left=0.6, right=0.15, top=0.5, bottom=0.45, hspace=0.55, wspace=0.38)
+        fig = _figure(2.6 * ncols + 0.6, 2.4 * nrows + 0.5, left=0.6, right=0.15, top=0.5, bottom=0.45, hspace=0.55,
+                      wspace=0.38)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
         for ax, (label, log, entries) in zip(axes, panels):
             names = [n for n in order if entries.get(n)]
