@@ -304,7 +304,7 @@ def run_seeds(scenario: Scenario, seeds: list[int], opts, parallel: int, rule: s
     head["seeds"] = {"planned": list(seeds), "completed": [], "running": [], "interrupted": [], "failed": {},
                      "rule": rule, "parallel": parallel, "folders": f"{SEEDS_DIR}/<seed>/"}
     del first
-    store = RunStore.create(out, dict(head))
+    store = RunStore.create(out, aggregate.over_seeds(head, {}))
     if opts.on_start:
         opts.on_start(out)
     per_seed: dict[int, dict] = {}
