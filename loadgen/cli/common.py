@@ -52,6 +52,41 @@ def add_overrides(parser, *dests: str, required: tuple[str, ...] = (), time_scal
                             default=time_scale if scale else None)
 
 
+SEEDS_HELP = ("run every seed as a complete run in <out>/seeds/<seed>/: N = the scenario's seed and the next N-1 "
+              "(1 to 60), a,b,c = those seeds; the summary gives each figure as the median over the seeds with its "
+              "95%% order-statistic interval and marks head-to-head differences that are not significant (exact "
+              "signed-rank test, alpha 0.05, needs >= 6 seeds); see docs/seeds.md")
+PARALLEL_HELP = ("with --seeds: at most J seeds at once, each in its own process (default: os.cpu_count()); "
+                 "a real backend runs one seed at a time")
+
+
+def add_seeds(parser, *parallel_flags: str) -> None:
+    """--seeds and the flag(s) bounding how many run at once (text, checked by seeds_from)."""
+    parser.add_argument("--seeds", metavar="N|a,b,c", help=SEEDS_HELP)
+    parser.add_argument(*parallel_flags, dest="parallel", metavar="J", help=PARALLEL_HELP)
+
+
+def check_seed_flags(args, parallel_flag: str) -> None:
+    """What the flags alone refuse, before the scenario is read."""
+    if args.seeds is not None and getattr(args, "seed", None) is not None:
+        raise UsageError("--seeds: not used with --seed (--seeds N runs the scenario's seed and the next N-1; "
+                         "--seeds a,b,c names every seed)")
+    if args.seeds is None and args.parallel is not None:
+        raise UsageError(f"{parallel_flag}: only with --seeds (a single seed's schedulers run one after another "
+                         f"on the same plan)")
+
+
+def seeds_from(args, scenario: Scenario, parallel_flag: str) -> tuple[list[int] | None, int, str]:
+    """(the seeds, how many at once, the rule that chose them); (None, 1, "") without --seeds."""
+    from loadgen.drive.seeds import parse_parallel, parse_seeds, seeds_rule
+    if args.seeds is None:
+        return None, 1, ""
+    seeds = parse_seeds(args.seeds, scenario.seed)
+    counted = "," not in args.seeds
+    return seeds, parse_parallel(args.parallel, args.backend or "sim", len(seeds), parallel_flag), \
+        seeds_rule(seeds, scenario.seed, counted)
+
+
 def _argtype(o: Override):
     def parse(text: str):
         try:
@@ -126,3 +161,44 @@ class ProgressBar:
         if self.current is not None:
             self._draw(self.current, 1.0, end=True)
             self.current = None
+
+
+class SeedProgress:
+    """Seeds side by side (drive.seeds events): a line when each seed ends, and on a terminal one
+    status line redrawn in place with each running seed's scheduler and share done. A text detail
+    (the ceiling's progress lines) is printed as it comes, labelled with its seed."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.stream, self.total, self.finished = stream, total, 0
+        self.tty = stream.isatty()
+        self.running: dict[int, str] = {}
+
+    def __call__(self, kind: str, seed: int, *detail) -> None:
+        if kind == "start":
+            self.running[seed] = "starting"
+        elif kind == "progress" and len(detail) == 1 and isinstance(detail[0], str):
+            self._line(f"  [seed {seed}] {detail[0]}")
+            return
+        elif kind == "progress":
+            self.running[seed] = f"{detail[0]} {float(detail[-1]) * 100:3.0f}%"
+        elif kind in ("done", "stopped"):
+            self.running.pop(seed, None)
+            self.finished += 1
+            out = detail[0]
+            word = "done" if kind == "done" else out.status
+            self._line(f"  seed {seed:<6} {word} in {out.wall_s:.1f} s  [{self.finished}/{self.total}]")
+            return
+        if self.tty:
+            self._status()
+
+    def _line(self, text: str) -> None:
+        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
+        if self.tty:
+            self._status()
+        self.stream.flush()
+
+    def _status(self) -> None:
+        if not self.running:
+            return
+        self.stream.write("\r\033[K  running: " + ", ".join(f"seed {s} {what}" for s, what in sorted(self.running.items())))
+        self.stream.flush()

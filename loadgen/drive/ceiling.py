@@ -175,9 +175,10 @@ def measure(summary: dict, name: str, m: float) -> dict:
             "saturated_description": sat["description"], "run_dir": summary.get("_dir")}
 
 
-def plan_search(scenario: Scenario) -> tuple[SearchSpec, str | None]:
-    """The scenario's search fitted to one run's limits (fit_to_limits), its first and busiest
-    points checked before any run: a bad input is one line before anything is written."""
+def check(scenario: Scenario) -> tuple[SearchSpec, str | None]:
+    """The scenario's search fitted to one run's limits (fit_to_limits) and the line saying so, its
+    first and busiest points checked before any run: a bad input is one line before anything is
+    written."""
     njobs = int(scenario.data["ceiling"]["jobs"])
     spec, limited = fit_to_limits(scenario, SearchSpec.from_scenario(scenario), njobs)
     for m in (spec.start, spec.hi):
@@ -193,7 +194,7 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
     checkpoint(result) gets the result so far after every point ("complete": false until the last
     scheduler's search ends), so an interrupted search keeps the points it ran."""
     njobs = int(scenario.data["ceiling"]["jobs"])
-    spec, limited = plan_search(scenario)
+    spec, limited = check(scenario)
     if limited and progress:
         progress(limited)
     points: dict[str, list[dict]] = {}
@@ -255,3 +256,75 @@ def verdict(found: dict, pts: dict[float, dict]) -> dict:
                            "slo_met": broke["slo_met"], "sustained": broke["sustained"],
                            "control_plane": broke["figures"]}
     return out
+
+
+def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds: list[int], parallel: int,
+                rule: str = "as listed", backend: str = "sim", time_scale: float = 60.0, existing=None,
+                on_event=None) -> dict:
+    """`sweep` once per seed, each a complete search in out_dir/seeds/<seed>/ (its own ceiling.json),
+    side by side as drive.seeds runs them; out_dir/ceiling.json gets each scheduler's ceiling as the
+    median over the seeds with its interval and the pairwise tests (output.aggregate.ceiling),
+    rewritten as each seed starts and ends."""
+    import json
+    import time
+    from loadgen.drive.seeds import Outcome, cut_short, each_seed, seed_dir
+    from loadgen.output import aggregate
+    from loadgen.output.storage import atomic_write
+    per_scenario = {s: scenario.with_overrides(seed=s) for s in seeds}
+    for s in seeds:
+        check(per_scenario[s])
+    spec, limited = check(scenario)
+    head = {"scenario": scenario.name, "slo": scenario.data["slo"], "backend": backend,
+            "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": int(scenario.data["ceiling"]["jobs"]),
+            "search": {**spec.__dict__, **({"limited": limited} if limited else {})}, "complete": False,
+            "seeds": {"planned": list(seeds), "completed": [], "running": [], "interrupted": [], "failed": {},
+                      "rule": rule, "parallel": parallel, "folders": "seeds/<seed>/"},
+            "points": {}, "ceiling": {}}
+    per_seed: dict[int, dict] = {}
+    t0 = time.monotonic()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {"result": head}
+
+    def write() -> None:
+        r = aggregate.ceiling(head, per_seed)
+        r["wall_s"] = round(time.monotonic() - t0, 3)
+        atomic_write(out_dir / "ceiling.json", json.dumps(r, indent=2, allow_nan=False) + "\n")
+        state["result"] = r
+
+    def work(seed: int, progress) -> None:
+        d = seed_dir(out_dir, seed)
+        d.mkdir(parents=True, exist_ok=True)
+
+        def save(result: dict) -> None:
+            atomic_write(d / "ceiling.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+        save(sweep(per_scenario[seed], schedulers, d, backend=backend, time_scale=time_scale, progress=progress,
+                   checkpoint=save, existing=existing))
+
+    def event(kind: str, seed: int, *detail) -> None:
+        seeds_ = head["seeds"]
+        if kind == "start":
+            seeds_["running"].append(seed)
+            write()
+        elif kind in ("done", "stopped"):
+            seeds_["running"].remove(seed)
+            outcome: Outcome = detail[0]
+            if kind == "done":
+                per_seed[seed] = json.loads((seed_dir(out_dir, seed) / "ceiling.json").read_text())
+                seeds_["completed"] = sorted(per_seed)
+            elif outcome.status == "interrupted":
+                seeds_["interrupted"].append(seed)
+            else:
+                seeds_["failed"][str(seed)] = (outcome.message.strip().splitlines() or [outcome.status])[-1]
+            write()
+        if on_event:
+            on_event(kind, seed, *detail)
+
+    write()
+    try:
+        each_seed(seeds, work, parallel, event, in_process=backend == "real")
+        head["complete"] = True
+    finally:
+        cut_short(head["seeds"])
+        write()
+    return state["result"]

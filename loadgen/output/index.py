@@ -32,7 +32,8 @@ def entry(summary: dict, folder: Path, started: float, clock=time.time) -> dict:
             "backend": sorted({r.get("backend") for r in scheds.values() if r.get("backend")}),
             "schedulers": list(scheds), "complete": bool(summary.get("complete")),
             "started": _utc(started), "finished": _utc(clock()),
-            "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()}}
+            "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()},
+            **({"seeds": (summary["seeds"] or {}).get("completed")} if isinstance(summary.get("seeds"), dict) else {})}
 
 
 def _utc(t: float) -> str:

@@ -1,10 +1,14 @@
-"""summary.md: the head-to-head table, rendered from summary.json alone."""
+"""summary.md: the head-to-head table, rendered from summary.json alone (a run over several seeds:
+markdown_seeds.py)."""
 from __future__ import annotations
 
 from loadgen.model.numbers import fixed
 
 
 def render(summary: dict) -> str:
+    if summary.get("spread") is not None:          # a run over several seeds (output/aggregate.py)
+        from loadgen.output.markdown_seeds import render as render_seeds
+        return render_seeds(summary)
     wl = summary["workload"]
     fl = summary["fleet"]
     lines = [

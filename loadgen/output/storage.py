@@ -291,7 +291,39 @@ def verify(run_dir: str | Path) -> list[str]:
                 problems.append(f"{name}: {n} rows of {s}, which summary.json does not list")
             elif n != want and not (s in committing and n == 0):
                 problems.append(f"{name}: {n} rows of {s}, summary.json counts {want}")
-    return problems + _verify_partial(summary, files)
+    problems += _verify_partial(summary, files)
+    if isinstance(summary.get("seeds"), dict):
+        problems += _verify_seeds(d, summary["seeds"])
+    return problems
+
+
+def _verify_seeds(d: Path, seeds: dict) -> list[str]:
+    """A run over several seeds (drive/seeds.py): every seed it counts as completed has a complete,
+    consistent folder seeds/<seed>/; every seed folder there is a planned seed's and consistent
+    (a running or interrupted one may be partial)."""
+    problems = []
+    planned = {str(s) for s in seeds.get("planned") or []}
+    completed = {str(s) for s in seeds.get("completed") or []}
+    if completed - planned:
+        problems.append(f"summary.json: completed seeds {sorted(completed - planned)} were not planned")
+    folder = d / "seeds"
+    present = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} if folder.is_dir() else set()
+    for s in sorted(completed - present):
+        problems.append(f"seeds/{s}: completed in summary.json, but the folder is missing")
+    for s in sorted(present):
+        if s not in planned:
+            problems.append(f"seeds/{s}: a folder of a seed summary.json does not plan")
+            continue
+        inner = verify(folder / s)
+        problems += [f"seeds/{s}/{p}" for p in inner]
+        if s in completed and not inner:
+            try:
+                done = json.loads((folder / s / "summary.json").read_text()).get("complete") is True
+            except (OSError, ValueError):
+                done = False
+            if not done:
+                problems.append(f"seeds/{s}: completed in summary.json, but its summary.json is not complete")
+    return problems
 
 
 def _verify_partial(summary: dict, files: dict) -> list[str]:

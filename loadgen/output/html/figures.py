@@ -322,3 +322,45 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
         ax.set_xlabel("held-out ratio: real (or published) / simulated (log scale)")
         ax.set_title(f"Held-out error of the profile (shaded: the goal band {band[0]:g}-{band[1]:g})")
         return to_svg(fig, key, "held-out error of the profile")
+
+
+# --- seeds ------------------------------------------------------------------------------------
+def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, dict]]], order: list[str]) -> str | None:
+    """One panel per figure: for each scheduler its per-seed values as dots, the interval as a
+    vertical bar and the median as a horizontal tick. panels: (label, log scale, scheduler ->
+    interval entry of output.aggregate, with "values")."""
+    panels = [p for p in panels if any(e for e in p[2].values())]
+    if not panels:
+        return None
+    ncols = min(4, len(panels))
+    nrows = -(-len(panels) // ncols)
+    with _ctx():
+        fig = _figure(2.6 * ncols + 0.6, 2.4 * nrows + 0.5, left=0.6, right=0.15, top=0.5, bottom=0.45, hspace=0.55,
+                      wspace=0.38)
+        axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+        for ax, (label, log, entries) in zip(axes, panels):
+            names = [n for n in order if entries.get(n)]
+            for i, name in enumerate(names):
+                e = entries[name]
+                c = color(name, order)
+                vals = [v for v in (e.get("values") or {}).values() if v is not None]
+                floor = curves.MIN_LATENCY_S if log else None
+                clamp = (lambda v: max(v, floor)) if floor else (lambda v: v)
+                if vals:
+                    k = len(vals)
+                    xs = [i + (0.5 * (j / (k - 1) - 0.5) if k > 1 else 0.0) for j in range(k)]
+                    ax.plot(xs, [clamp(v) for v in vals], "o", color=c, alpha=0.55, markersize=3.2, markeredgewidth=0)
+                if e.get("low") is not None and e.get("high") is not None:
+                    ax.plot([i, i], [clamp(e["low"]), clamp(e["high"])], "-", color=c, linewidth=5, alpha=0.35,
+                            solid_capstyle="butt")
+                if e.get("median") is not None:
+                    ax.plot([i - 0.32, i + 0.32], [clamp(e["median"])] * 2, "-", color=c, linewidth=2.2)
+            ax.set_xticks(range(len(names)), names, fontsize=7, parse_math=False)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            if log:
+                ax.set_yscale("log")
+            ax.set_title(label, fontsize=9, parse_math=False)      # class names: a $ is a dollar sign
+            ax.tick_params(axis="y", labelsize=7)
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
+        return to_svg(fig, key, title)

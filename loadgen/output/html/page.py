@@ -36,6 +36,7 @@ figure.plot{margin:.4em 0 1.2em}figure.plot figcaption{font-size:12px;color:#555
 .cp table{width:100%}.cp td{word-break:break-all}.scroll{overflow-x:auto}.scroll table{width:100%}
 .bad{color:#b00020;font-weight:600}.ok{color:#1e7b34}
 nav a{margin-right:12px}
+.iv{color:#555;font-size:11px}.ns{color:#8a6d00;font-weight:600}.sig{color:#1e7b34}td.pair{text-align:right;white-space:nowrap}
 footer{margin-top:2em;color:#666;font-size:12px}
 """
 
@@ -69,7 +70,10 @@ def _missing(msg: str) -> str:
 
 
 def render(data: RunData | CeilingData) -> str:
-    return render_ceiling(data) if isinstance(data, CeilingData) else render_run(data)
+    from loadgen.output.html import seeds          # a run or a search over several seeds
+    if isinstance(data, CeilingData):
+        return (seeds.render_ceiling if "seeds" in data.ceiling else render_ceiling)(data)
+    return (seeds.render_run if data.summary.get("spread") is not None else render_run)(data)
 
 
 # --- a run ------------------------------------------------------------------------------------
@@ -209,7 +213,8 @@ def shown_classes(s: dict, names: list[str]) -> tuple[list[str], set[str], int]:
     for n in names:
         for c, v in (s["schedulers"][n].get("by_class") or {}).items():
             count = v.get("jobs") if isinstance(v, dict) else None
-            jobs[str(c)] = max(jobs.get(str(c), 0), count if isinstance(count, int) and not isinstance(count, bool) else 0)
+            number = isinstance(count, (int, float)) and not isinstance(count, bool) and count == count
+            jobs[str(c)] = max(jobs.get(str(c), 0), count if number else 0)
     jobs.pop("all", None)              # "all" is every job (input refuses it as a class name)
     by_size = sorted(jobs, key=lambda c: (-jobs[c], c))
     return sorted(by_size[:MAX_CLASSES]), set(by_size[:MAX_CLASS_FIGURES]), max(len(jobs) - MAX_CLASSES, 0)
