@@ -91,10 +91,12 @@ def test_partial_gang_gpu_hours_are_integrated_exactly():
 
 
 def deadlock_jobs():
-    # Four 1-node jobs end 0.5 s apart, faster than the pods' backoff, so the two waiting
-    # 3-node gangs take turns and end up with two nodes each.
+    # Four 1-node jobs end 0.5 s apart and the two waiting 3-node gangs take turns: the first takes
+    # the nodes freed at 10 and 10.5 (popped from the backoff queue while the active queue is empty),
+    # the second, arriving at 10.7, the ones freed at 11 (its backoff already over) and 11.5 (its
+    # backoff ends before the first gang's): two nodes each.
     ends = [job(i, 1, dur=d) for i, d in enumerate((10, 10.5, 11, 11.5))]
-    return ends + [job(10, 3, t=1, dur=100), job(11, 3, t=10.2, dur=100)]
+    return ends + [job(10, 3, t=1, dur=100), job(11, 3, t=10.7, dur=100)]
 
 
 def test_partial_gangs_deadlock_without_gang_semantics():
@@ -191,3 +193,14 @@ def test_a_create_burst_that_draws_429s_on_binds_still_binds_every_pod_in_minute
     wait = rec.admit - rec.submit
     assert t.counters["bind_retries_429"] > 0 and "bind_refused" not in t.counters
     assert not np.isnan(wait).any() and wait.max() < 4000 / 50 + 5     # the qps-50 limiter paces them
+
+
+def test_a_pod_backing_off_is_popped_at_once_when_the_active_queue_is_empty():
+    # The node is taken until 1.3; the pod that failed at 1.0 would back off until 2.0, but the
+    # release moves it to the backoff queue and, nothing else being active, kube-scheduler pops
+    # it from there at once (SchedulerPopFromBackoffQ): bound at 1.3, not 2.0.
+    over = {**NO_COSTS, "control_plane.write_ms": 0}
+    jobs = [job(0, 1, dur=1.3), job(1, 1, t=1.0, dur=100)]
+    t, rec, _ = sim("kube", jobs, nodes=1, end=100, overrides=over)
+    assert rec.admit[1] == pytest.approx(1.3)
+    assert t.counters["popped_from_backoff"] == 1

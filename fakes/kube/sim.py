@@ -28,8 +28,11 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   the error backoff queue (no plugin rejected it), retried after 1, 2, 4 ... pod_max_backoff_s s
   (aligned down to the queue's 1 s window), never among the unschedulable pods.
 - Unschedulable pods wait until a release could fit them (queueing hints), with per-pod
-  exponential backoff. Without gang semantics a gang's pods bind independently, so partial
-  gangs hold GPUs while they wait for the rest.
+  exponential backoff (its expiry aligned down to the queue's 1 s window); one still backing off
+  waits in the backoff queue, which the scheduler pops at once whenever the active queue is empty
+  (SchedulerPopFromBackoffQ, on by default since 1.33; pods backing off after an error are not
+  popped early). Without gang semantics a gang's pods bind independently, so partial gangs hold
+  GPUs while they wait for the rest.
 - coscheduling (scheduler-plugins): pods wait in Permit, holding their reservation, until
   minMember are reserved; on permit_timeout_s the whole group is rejected and backs off.
 """
@@ -137,6 +140,7 @@ class SimKube(KubeFamily):
         self.start_index = 0
         self.limiter = TokenBucket(c["api_qps"], c["api_burst"])
         self.queue: list = []                       # (-priority, queued_at, seq, job_id)
+        self.backoff: list = []                     # podBackoffQ: (expiry, -priority, queued_at, seq, job_id)
         self.unschedulable: dict[int, dict[int, JobState]] = {}   # gpus per member -> jobs
         self.busy_until = 0.0
         self.cycle_busy_s = 0.0                     # time the scheduling loop spent in cycles
@@ -164,9 +168,24 @@ class SimKube(KubeFamily):
         return js.job.members - js.bound - js.extra["assumed"] - js.extra["reserved"]
 
     def _kick(self, t: float) -> None:
-        if not self.tick_pending and self.queue:
+        if not self.tick_pending and (self.queue or self.backoff):
             self.tick_pending = True
             self._at(max(t, self.busy_until), self._tick)
+
+    def _next_job(self) -> JobState | None:
+        """The active queue's head; when it is empty, the backoff queue's (SchedulerPopFromBackoffQ)."""
+        while self.queue:
+            jid = heapq.heappop(self.queue)[-1]
+            js = self.jobs[jid]
+            js.extra["queued"] = False
+            return js
+        while self.backoff:
+            jid = heapq.heappop(self.backoff)[-1]
+            js = self.jobs[jid]
+            if js.extra.pop("in_backoff", False) and not js.extra["queued"]:
+                self._count("popped_from_backoff")
+                return js
+        return None
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
         js.extra["queued"] = False
@@ -192,15 +211,22 @@ class SimKube(KubeFamily):
                 if js.done:
                     continue
                 ready = js.extra.get("failed_at", t) + self._backoff_s(js.extra["attempts"])
+                ready -= ready % BACKOFF_WINDOW_S
                 if ready <= t:
                     js.extra["queued"] = False
                     self._activate(js, t)
-                else:
+                elif not js.extra.get("in_backoff"):
+                    js.extra["in_backoff"] = True
+                    self._seqn += 1
+                    heapq.heappush(self.backoff, (ready, -js.job.priority, js.job.submit_s, self._seqn, js.job.id))
                     self._at(ready, self._backoff_done, js)
+                    self._kick(t)
 
     def _backoff_done(self, t: float, js: JobState) -> None:
-        js.extra["queued"] = False
-        self._activate(js, t)
+        """Its backoff ended in the backoff queue: to the active queue (unless popped meanwhile)."""
+        if js.extra.pop("in_backoff", False):
+            js.extra["queued"] = False
+            self._activate(js, t)
 
     def _backoff_s(self, count: int) -> float:
         """backoffQueue.calculateBackoffDuration: initial x 2^(count-1), at most the maximum."""
@@ -219,10 +245,10 @@ class SimKube(KubeFamily):
         # Attempts that cannot succeed (no node has room for one member) change nothing but the
         # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
         horizon = self._timers[0][0] if self._timers else float("inf")
-        while self.queue:
-            _, _, _, jid = heapq.heappop(self.queue)
-            js = self.jobs[jid]
-            js.extra["queued"] = False
+        while self.queue or self.backoff:
+            js = self._next_job()
+            if js is None:
+                break
             if js.done or self._pending_pods(js) == 0:
                 continue
             hopeless = self.state.count_ge(js.job.gpus_per_member) == 0

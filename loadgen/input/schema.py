@@ -145,6 +145,7 @@ SCENARIO = {
             "score_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node scored
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
+            "client_create_ms": Field(NUM, PROFILE, lo=0),    # the client sends one pod create per this (its pace)
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),
