@@ -256,11 +256,15 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["metrics"] = {"kwok": kw}
-    if args.perf and nodes in PERF_WORKLOAD:
-        res["metrics"]["scheduler_perf"] = schedperf.bench(PERF_WORKLOAD[nodes], args.out, args.perf_runs)
     res["load_avg"] = {**quiet, "after": evidence.load_avg()}
     res["sim"] = {}
-    evidence.write(args.out / f"curve-{nodes}n.json", res)
+    path = evidence.write(args.out / f"curve-{nodes}n.json", res)       # kept even if the benchmark fails
+    if args.perf and nodes in PERF_WORKLOAD:
+        try:
+            res["metrics"]["scheduler_perf"] = schedperf.bench(PERF_WORKLOAD[nodes], args.out, args.perf_runs)
+        except RuntimeError as e:
+            res["metrics"]["scheduler_perf"] = {"error": str(e)[:500]}
+        evidence.write(path, res)
     return res
 
 

@@ -44,6 +44,7 @@ CONFIG = REPO / "tools/k8s/scheduler-perf/performance-config.yaml"
 KUBE_VERSION = os.environ.get("KUBE_VERSION", "v1.36.1")
 BINARY = "scheduler_perf.test"
 OUT = REPO / "results/fidelity-scale/kube"
+_BELOW_THRESHOLD = re.compile(r'expected "?SchedulingThroughput"? "?\w+"? to be higher: got [\d.]+, want [\d.]+')
 _BOUND = re.compile(r'"Successfully bound pod to node" pod="([^/"]+)/[^"]+" node="[^"]*" '
                     r'evaluatedNodes=(\d+) feasibleNodes=(\d+)')
 
@@ -93,10 +94,15 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
         wall = time.monotonic() - t0
         text = log.read_text(errors="replace")
         files = glob.glob(str(items / "*.json"))
-        if rc != 0 or not files:
-            raise RuntimeError(f"scheduler_perf {workload} failed (exit {rc}); log tail:\n{text[-3000:]}")
+        below = _BELOW_THRESHOLD.search(text)
+        if not files or (rc != 0 and not below):
+            kept = Path(tempfile.gettempdir()) / f"schedperf-{workload}-failed.log"
+            shutil.copy(log, kept)
+            raise RuntimeError(f"scheduler_perf {workload} failed (exit {rc}); log: {kept}; tail:\n{text[-2000:]}")
         out = parse(json.loads(Path(files[0]).read_text()), text)
         out["wall_s"] = round(wall, 1)
+        if below:       # the run is complete; only the CI floor in the config failed
+            out["below_threshold"] = below.group(0)
         # the throughput collector's progress: elapsed s, attempts, scheduled (scheduler), observed, rate
         out["samples"] = [[float(x.rstrip("s")) for x in line.split()[:1]] + [float(x) for x in line.split()[1:]]
                           for d in glob.glob(str(items / "*.dat")) for line in Path(d).read_text().splitlines() if line.strip()]
@@ -179,7 +185,9 @@ def bench(workload: str, out_dir: Path = OUT, runs: int = 1) -> dict:
         "binary": f"k8s.io/kubernetes {KUBE_VERSION} test/integration/scheduler_perf/misc (make scheduler-perf)",
         "config": str(CONFIG.relative_to(REPO)),
         "serial_cycle_ms": serial_cycle_ms(best["histograms_ms"]),
-        **{k: best[k] for k in ("throughput", "histograms_ms", "nodes_per_cycle", "wall_s", "samples")},
+        **{k: best[k] for k in ("throughput", "histograms_ms", "nodes_per_cycle", "wall_s", "samples") if k in best},
+        **({"below_threshold": [r["below_threshold"] for r in results if "below_threshold" in r]}
+           if any("below_threshold" in r for r in results) else {}),
     }
     evidence.write(out_dir / f"bench-{workload}.json", doc)
     return doc
