@@ -51,11 +51,14 @@ class KubeFamily(SimTarget):
                 break
             done += 1
         js.extra["objects_done"] = done
-        # the client's pace: these objects went out one after another once it was free
-        self.client_free_at = max(t, self.client_free_at) + self.client_s * (done - first)
+        # the client's pace: these objects go out one after another, the first as soon as the client
+        # is free, each next one client_create_ms later
+        sent_last = max(t, self.client_free_at) + self.client_s * max(done - first - 1, 0)
+        if done > first:
+            self.client_free_at = sent_last + self.client_s
         if result == "ok":
             js.extra["created"] = True
-            self._at(self.client_free_at + self.create_s, self._created, js)   # the last create returns
+            self._at(sent_last + self.create_s, self._created, js)   # the last create returns
             return
         self._count(f"create_refused_{result}")
         self._maybe_auto_recover(t)
