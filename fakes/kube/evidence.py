@@ -34,6 +34,20 @@ def wait_for_quiet(max_load: float = MAX_LOAD, max_wait_s: float = 600.0, poll_s
     return out
 
 
+def machine_busy_s() -> float:
+    """CPU seconds every process on the machine has spent so far (/proc/stat: user+nice+system+irq+softirq+steal)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's waited-for children and their waited-for descendants."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def command_line() -> str:
     """The command that produced this result, as a user would type it."""
     argv = list(sys.argv)
