@@ -50,3 +50,9 @@ def test_a_run_without_component_metrics_leaves_the_profile_as_it_was():
     local = load_profile("local")
     here = remeasured(local, "volcano", Case("s.yaml", 32, "fit"), {"control_plane": {}})
     assert here.params == local.params
+
+
+def test_the_real_clients_pace_is_re_measured_like_the_apiserver_latencies():
+    runs = [(Case("s.yaml", 32, "fit"), {"control_plane": {**kube_result(1.0, 4.0, 3.0)["control_plane"],
+                                                           "client_pace_ms": pace}}) for pace in (12.0, 20.0, 16.0)]
+    assert extract("kube", runs)[("kube", "client_create_ms")][0] == 16.0
