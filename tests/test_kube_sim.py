@@ -204,3 +204,10 @@ def test_a_pod_backing_off_is_popped_at_once_when_the_active_queue_is_empty():
     t, rec, _ = sim("kube", jobs, nodes=1, end=100, overrides=over)
     assert rec.admit[1] == pytest.approx(1.3)
     assert t.counters["popped_from_backoff"] == 1
+
+
+def test_a_bind_updates_the_pod_it_creates_nothing_in_etcd():
+    # live bytes: the fleet's nodes and leases, plus one pod object while it runs, whatever its binds
+    t, _, _ = sim("kube", [job(0, 1, gpus=1, dur=1000)], nodes=2, end=10)
+    cp = t.cp
+    assert cp.live_bytes == 2 * (cp.cfg["node_bytes"] + cp.cfg["lease_bytes"]) + t.pod_bytes

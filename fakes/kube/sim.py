@@ -333,7 +333,7 @@ class SimKube(KubeFamily):
     def _bound(self, t: float, js: JobState, retries: int = 0) -> None:
         if js.done or js.extra["assumed"] == 0:
             return
-        result = self.cp.write(t, self.pod_bytes)
+        result = self.cp.write(t, self.pod_bytes, 0.0)     # an update: the old revision becomes history
         if result == "429" and retries < CLIENT_MAX_RETRIES:
             # client-go retries it after Retry-After; the scheduler never sees this refusal
             self._count("bind_retries_429")
