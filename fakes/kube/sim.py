@@ -18,7 +18,8 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
   BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). Ties are
   broken at random, as selectHost does.
-- A pod reaches the scheduling queue only once its create returned (control_plane.create_ms).
+- A pod reaches the scheduling queue only once its create returned (control_plane.create_ms); the
+  client sends a job's pods client_create_ms apart (fakes/sim/kubefamily.py).
 - The binding cycle is asynchronous: it does not hold the scheduling loop. Its bind goes through
   the client rate limiter (api_qps/burst), as do status patches for unschedulable pods, and lands
   write_ms after it goes out. A bind the apiserver answers 429 (max-requests-inflight, Retry-After:
