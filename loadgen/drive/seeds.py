@@ -34,6 +34,7 @@ from loadgen.input.plan import plan_run
 from loadgen.input.scenario import Scenario
 from loadgen.measure.spread import MAX_EXACT
 from loadgen.model.errors import BackendError, UserError
+from loadgen.model.signals import signals_held
 from loadgen.output import aggregate, storage
 from loadgen.output import markdown as report
 from loadgen.output.storage import RunStore, fresh_run_dir, new_run_id
@@ -196,7 +197,7 @@ def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, 
         while pending or running:
             # the bookkeeping is done with signals held, so an interrupt finds every started seed
             # in `running` (and the summary); only the wait below takes them as they come
-            with storage.signals_deferred():
+            with signals_held():
                 while pending and len(running) < parallel and failed is None:
                     s = pending.pop(0)
                     r, w = ctx.Pipe(duplex=False)
@@ -209,7 +210,7 @@ def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, 
                 break
             by_conn = {r: s for s, (_, r) in running.items()}
             ready = multiprocessing.connection.wait(list(by_conn))
-            with storage.signals_deferred():
+            with signals_held():
                 for conn in ready:
                     s = by_conn[conn]
                     out = _receive(conn, s, on_event)
@@ -255,7 +256,7 @@ def _stop(running: dict[int, tuple], on_event: Event) -> None:
     each to report, SIGKILL what does not end in time. Signals wait until this is done."""
     if not running:
         return
-    with storage.signals_deferred():
+    with signals_held():
         for p, _ in running.values():
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from loadgen.measure import spread
 from loadgen.output.aggregate import ALL, ADMISSION, BUDGET_FIGURES, BY_NAME, RESOURCE, Figure
-from loadgen.output.markdown import _fmt, held_out_text, refusals
+from loadgen.model.numbers import fixed as _fmt          # markdown's _fmt became numbers.fixed (dedupe)
+from loadgen.output.markdown import held_out_text, refusals
 
 SIMILAR = "≈"
 DIGITS = {"admission_p50": 2, "alloc_util": 3, "fragmentation": 4, "cost_per_million_gpu_hours": 0}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from loadgen.output.aggregate import ADMISSION, ALL, BUDGET_FIGURES, BY_NAME, CEILING, RESOURCE, Figure
 from loadgen.output.html.data import CeilingData, RunData
-from loadgen.output.html.fmt import cell, num, text
+from loadgen.model.numbers import readable as num       # html/fmt's num became numbers.readable (dedupe)
+from loadgen.output.html.fmt import cell, text
 from loadgen.output.html.page import _doc, _fig, _footer, _g, _missing, _profile_section
 from loadgen.output.markdown_seeds import SIMILAR, marks, too_few
 
