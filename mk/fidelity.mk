@@ -14,3 +14,16 @@ anchors: $(STAMP)
 	$(BIN)/gangstorm calibrate --anchors --schedulers kube,volcano,ray,slurm --profile local \
 	  --write-profile fakes/profiles/reference.yaml
 	$(BIN)/gangstorm profile anchors reference
+
+# Fidelity at scale (issue 32): each scheduler's real cost curve at 500-10,000 nodes and its own
+# benchmark replicated here, as JSON evidence under results/fidelity-scale/<scheduler>/. Benchmarks,
+# never part of `make test`; each start real components (set CPU_LOCK=/path to serialize them).
+.PHONY: fidelity-scale fidelity-scale-kube
+fidelity-scale: fidelity-scale-kube
+
+# kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
+# minutes on 2 cores), then the twin's figures for the same workloads.
+fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500,2000,5000,10000 --perf \
+	  --out results/fidelity-scale/kube
+	$(BIN)/python -m loadgen.calibration.kube_curve --dir results/fidelity-scale/kube

@@ -123,11 +123,17 @@ def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str,
 
 
 def kube(runs: Runs) -> Measured:
+    """The apiserver and etcd costs. Not the scheduling cycle: its per-node costs only show at the
+    cost curve's 500-10,000 nodes (python -m fakes.kube.costcurve measures them from the
+    scheduler's algorithm and Filter/Score histograms), and scheduler_scheduling_attempt_duration_seconds,
+    what earlier profiles used, ends with the asynchronous binding cycle in 1.36: it holds the
+    bind's client-limiter wait and apiserver latency, which the twin models apart."""
     out: Measured = {}
-    # below 100 nodes kube-scheduler filters and scores every node (numFeasibleNodesToFind)
-    _per_node(runs, out, ("scheduler", "attempt_ms_mean"), ("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us"),
-              "scheduler_scheduling_attempt_duration_seconds{result=scheduled} mean")
     _control_plane(runs, out, "kube")
+    v, n = _median(runs, "client_pace_ms")
+    if v is not None:
+        out[("kube", "client_create_ms")] = (v, f"the real adapter's client: median gap between a gang's pod "
+                                                f"creates returning, median of {n} real kube runs")
     return out
 
 

@@ -141,10 +141,12 @@ SCENARIO = {
             "permit_timeout_s": Field(NUM, 60.0, lo=0, source="scheduler-plugins coscheduling default permitWaitingTimeSeconds"),
             "pod_initial_backoff_s": Field(NUM, 1.0, lo=0, source=K8S_SCHED + " (podInitialBackoffSeconds)"),
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0, source=K8S_SCHED + " (podMaxBackoffSeconds)"),
-            "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # scheduling cycle per pod: fixed part
-            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered and scored
+            "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # serial scheduling cycle per pod: fixed part
+            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node Filter examined
+            "score_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node scored
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
+            "client_create_ms": Field(NUM, PROFILE, lo=0),    # the client sends one pod create per this (its pace)
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),

@@ -23,7 +23,11 @@ from loadgen.model.target import RUN_LABEL, ClusterRefused, ForeignWorkloads
 def apiserver_args(cp: dict) -> dict[str, str]:
     return {"max-requests-inflight": str(cp.get("max_requests_inflight", 400)),
             "max-mutating-requests-inflight": str(cp.get("max_mutating_requests_inflight", 200)),
-            "etcd-compaction-interval": f"{int(cp.get('compaction_interval_s', 300))}s"}
+            "etcd-compaction-interval": f"{int(cp.get('compaction_interval_s', 300))}s",
+            # TaintNodesByCondition off (as scheduler_perf runs): it creates every node with the
+            # not-ready:NoSchedule taint, which kube-controller-manager lifts at about 5 nodes/s once KWOK
+            # made the node Ready, so 2,000 nodes stayed partly unschedulable for ~400 s after "Ready".
+            "disable-admission-plugins": "TaintNodesByCondition"}
 
 
 class ClusterSetup:
