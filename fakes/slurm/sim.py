@@ -65,6 +65,7 @@ class _BackfillPass:
     start: float = 0.0                  # when it got the locks first
     order: list[JobState] | None = None  # the queue by priority, built once with the locks held
     reserved_from: np.ndarray | None = None
+    reserved_min: float = math.inf      # earliest reservation so far: nothing is blocked before it
     idx: int = 0                        # next job in `order`
     stretches: int = 0                  # lock holds so far (the pass yields between them)
     tested: int = 0
@@ -421,6 +422,14 @@ class SimSlurm(SlurmTraits, SimTarget):
         bp.stretches += 1
         stop = False
         launched: list = []
+        # When each node is free for a reservation (free_at below), kept up to date through this
+        # stretch's own launches and reservations rather than rebuilt for every job: nothing else
+        # changes the fleet while the stretch holds the locks.
+        s = self.state
+        avail = s.up & np.isinf(bp.reserved_from)          # up and not reserved for a higher job
+        busy_until = np.where(avail, self.node_end, np.inf)
+        whole = (s.free_gpus == s.gpn) & avail
+        n_avail = int(avail.sum())
         while bp.idx < len(bp.order):
             if seg >= c["bf_yield_interval_s"]:
                 break
@@ -436,10 +445,14 @@ class SimSlurm(SlurmTraits, SimTarget):
             now += per
             bp.tested += 1
             limit = self._limit(js)
-            blocked = bp.reserved_from < now + limit       # would run into a higher job's reservation
+            blocked = None                                 # would run into a higher job's reservation
+            if now + limit > bp.reserved_min:
+                blocked = bp.reserved_from < now + limit
             nodes = self._place(js, now, blocked)
             if nodes is not None:
                 launched.append(self._launch(js, nodes, now, "backfill"))
+                busy_until[nodes] = np.where(avail[nodes], self.node_end[nodes], np.inf)
+                whole[nodes] = (s.free_gpus[nodes] == s.gpn) & avail[nodes]
                 bp.started += 1
                 if c["bf_max_job_start"] and bp.started >= c["bf_max_job_start"]:
                     stop = True
@@ -447,15 +460,20 @@ class SimSlurm(SlurmTraits, SimTarget):
                 continue
             if js.job.gpus_per_member < self.state.gpn:
                 continue
-            free_at = np.where(self.state.free_gpus == self.state.gpn, now, self.node_end)
-            free_at = np.where(self.state.up & np.isinf(bp.reserved_from), free_at, np.inf)
             m = js.job.members
-            if np.isfinite(free_at).sum() < m:
+            if n_avail < m:
                 continue
+            free_at = np.where(whole, now, busy_until)     # inf: down or reserved
+            # argpartition's choice among equal times is kept as it is: another tie-break would
+            # reserve other nodes and change the results of a seed
             idx = np.argpartition(free_at, m - 1)[:m]
             start = math.ceil(float(free_at[idx].max()) / res) * res
             if start <= now + window:
                 bp.reserved_from[idx] = start
+                bp.reserved_min = min(bp.reserved_min, start)
+                avail[idx] = whole[idx] = False
+                busy_until[idx] = np.inf
+                n_avail -= m
                 self._count("bf_reservations")
         bp.work += seg
         done = stop or bp.idx >= len(bp.order)
