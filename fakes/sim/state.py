@@ -19,7 +19,9 @@ class ClusterState:
         self.free_cpus = np.full(fleet.nodes, self.cpn, dtype=np.int32)
         self.up = np.ones(fleet.nodes, dtype=bool)
         self.leaf_of = fleet.leaf_of
-        self._hist = np.zeros(self.gpn + 1, dtype=np.int64)   # up nodes by free GPU count
+        # up nodes by free GPU count: a list, as summing a numpy slice of 9 costs more than the
+        # Python sum (count_ge runs on every scheduling attempt)
+        self._hist = [0] * (self.gpn + 1)
         self._hist[self.gpn] = fleet.nodes
         self.holdings: dict[int, list[tuple[int, int, int]]] = {}   # owner -> [(node, gpus, cpus)]
         self.allocated = 0
@@ -27,7 +29,7 @@ class ClusterState:
     # --- O(1) feasibility -------------------------------------------------------------------
     def count_ge(self, gpus: int) -> int:
         """Up nodes with at least `gpus` free GPUs."""
-        return int(self._hist[gpus:].sum())
+        return sum(self._hist[gpus:])
 
     def fits(self, members: int, gpus: int) -> bool:
         """Necessary condition for placing `members` members of `gpus` GPUs each right now."""
@@ -36,8 +38,7 @@ class ClusterState:
         return self.count_ge(gpus) >= 1   # sub-node members may share one node
 
     def max_free(self) -> int:
-        nz = np.flatnonzero(self._hist)
-        return int(nz[-1]) if len(nz) else 0
+        return max((g for g, n in enumerate(self._hist) if n), default=0)
 
     # --- mutation ---------------------------------------------------------------------------
     def _move(self, node: int, before: int, after: int) -> None:
