@@ -224,18 +224,23 @@ class RunStore:
 
 
 def _job_rows(scheduler: str, backend: str, rec: Recorder) -> list[list]:
+    # Python floats from tolist(): the same IEEE doubles, without numpy's per-element overhead
+    sent, admit, backend_admit, finish = (a.tolist() for a in (rec.sent, rec.admit, rec.backend_admit, rec.finish))
+    ready, training = rec.ready.tolist(), rec.training.tolist()
+    failed, rejected = rec.failed.tolist(), rec.rejected.tolist()
+    evictions, start_failures = rec.evictions.tolist(), rec.start_failures.tolist()
     out = []
     for i, j in enumerate(rec.jobs):
-        adm = rec.admit[i]
-        outcome = ("failed" if rec.failed[i] else "rejected" if rec.rejected[i]
-                   else "finished" if not np.isnan(rec.finish[i])
-                   else "running" if not np.isnan(adm) else "pending")
+        adm = admit[i]
+        outcome = ("failed" if failed[i] else "rejected" if rejected[i]
+                   else "finished" if finish[i] == finish[i]
+                   else "running" if adm == adm else "pending")
         out.append([scheduler, backend, j.id, j.tenant, j.cls, j.members, j.gpus_per_member,
-                    _f(j.submit_s), _f(rec.sent[i]), _f(adm), _f(adm - j.submit_s),
-                    _f(rec.backend_admit[i] - j.submit_s), _f(rec.finish[i]), int(rec.evictions[i]),
+                    _f(j.submit_s), _f(sent[i]), _f(adm), _f(adm - j.submit_s),
+                    _f(backend_admit[i] - j.submit_s), _f(finish[i]), evictions[i],
                     outcome, rec.reason.get(j.id, ""),
-                    _f(rec.ready[i] - adm), _f(rec.training[i] - rec.ready[i]), _f(rec.training[i] - j.submit_s),
-                    int(rec.start_failures[i])])
+                    _f(ready[i] - adm), _f(training[i] - ready[i]), _f(training[i] - j.submit_s),
+                    start_failures[i]])
     return out
 
 
@@ -349,7 +354,7 @@ def _verify_partial(summary: dict, files: dict) -> list[str]:
 
 
 def _f(x: float) -> str:
-    return "" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.6f}"
+    return "" if x is None or (isinstance(x, float) and x != x) else f"{x:.6f}"     # x != x: NaN
 
 
 def _finite(o):
