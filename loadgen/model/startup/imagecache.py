@@ -71,7 +71,9 @@ class ImageCache:
     def gang_ready_at(self, t: float, nodes: Iterable[int]) -> float:
         """The last member's container runs at this time (t itself for a gang with no nodes)."""
         if not self.spec.pulls:          # every node holds the image: nothing to look up per node
-            return t + self.spec.container_start_s if any(True for _ in nodes) else t
+            for _ in nodes:
+                return t + self.spec.container_start_s
+            return t
         return max(self.ready_at(t, nodes).values(), default=t)
 
     def figures(self, t: float | None = None) -> dict[str, float]:
