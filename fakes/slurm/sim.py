@@ -59,6 +59,31 @@ def _whole_s(t0: float, t1: float) -> int:
     return math.floor(t1) - math.floor(t0)
 
 
+def _walk(n: int, per: float, room: float) -> int:
+    """How many of n steps of `per` seconds each start before `room` seconds are used up."""
+    if n <= 0 or room <= 0:
+        return 0
+    return n if per <= 0 else min(n, math.ceil(room / per - 1e-12))
+
+
+def main_cycle_costs(c: dict, nodes: int) -> tuple[float, float, float, float]:
+    """A main cycle's costs in seconds: fixed; per pending job (build_job_queue and its sort); per
+    job tested (select_nodes over every node); per job popped after its partition failed."""
+    return (c["main_cycle_base_ms"] / 1e3, c["main_cycle_per_pending_us"] / 1e6,
+            c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * nodes / 1e9,
+            c["main_cycle_per_skip_us"] / 1e6)
+
+
+def bf_cycle_costs(c: dict, nodes: int) -> tuple[float, float]:
+    """A backfill pass's costs in seconds: fixed; per job tested."""
+    return c["bf_cycle_base_ms"] / 1e3, c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * nodes / 1e9
+
+
+def submit_rpc_s(c: dict, nodes: int) -> float:
+    """slurmctld's work for one sbatch: job_allocate tests the job against every node (test_only)."""
+    return c["rpc_ms"] / 1e3 + c["rpc_per_node_us"] * nodes / 1e6
+
+
 @dataclass(eq=False)
 class _BackfillPass:
     start: float = 0.0                  # when it got the locks first
@@ -110,7 +135,7 @@ class SimSlurm(SimTarget):
         self.last_update = 0.0          # last job or node change (last_job_update / last_node_update)
         self._ending = False
         # what sdiag would show
-        self.main_cycles: list[tuple[float, int]] = []      # (lock-held s, jobs tested)
+        self.main_cycles: list[tuple[float, int, int]] = []  # (lock-held s, jobs tested, depth as sdiag counts)
         self.bf_cycles: list[tuple[float, int]] = []
         self.rpcs: dict[str, list[float]] = {"REQUEST_SUBMIT_BATCH_JOB": [], "REQUEST_COMPLETE_BATCH_SCRIPT": []}
         self.leaves_used: list[int] = []
@@ -143,11 +168,13 @@ class SimSlurm(SimTarget):
             self._grant(t)
 
     def _rpc(self, t: float, name: str, done: Callable[[float], None]) -> None:
+        cost = submit_rpc_s(self.cfg, self.fleet.nodes) if name == "REQUEST_SUBMIT_BATCH_JOB" else self.cfg["rpc_ms"] / 1e3
+
         def work(t0: float):
             def after(t1: float) -> None:
                 self.rpcs[name].append(t1 - t)          # sdiag's RPC time includes the wait for locks
                 done(t1)
-            return self.cfg["rpc_ms"] / 1e3, after
+            return cost, after
         self._lock(t, work)
 
     def _touch(self, t: float) -> None:
@@ -262,21 +289,27 @@ class SimSlurm(SimTarget):
 
     def _main(self, t: float, full: bool):
         c = self.cfg
-        per = c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
-        work = c["main_cycle_base_ms"] / 1e3
-        depth = len(self.pending) if full else c["default_queue_depth"]
+        base, per_pending, per, per_skip = main_cycle_costs(c, self.fleet.nodes)
+        work = base + per_pending * len(self.pending)
+        order = self._order(t, len(self.pending) if full else c["default_queue_depth"])
         launched: list = []
         tested = 0
-        for js in self._order(t, depth):
+        blocked = False
+        for js in order:
             if _whole_s(t, t + work) >= c["max_sched_time_s"]:
                 break
             work += per
             tested += 1
             nodes = self._place(js, t + work, None)
             if nodes is None:
-                break          # the partition is blocked for everyone below this job
+                blocked = True          # the partition is blocked for everyone below this job
+                break
             launched.append(self._launch(js, nodes, t + work, "main"))
-        self.main_cycles.append((work, tested))
+        skipped = 0
+        if blocked:                     # ... but schedule() still pops them, within depth and time
+            skipped = _walk(len(order) - tested, per_skip, math.floor(t) + c["max_sched_time_s"] - (t + work))
+            work += skipped * per_skip
+        self.main_cycles.append((work, tested, tested + skipped))
 
         def after(tr: float) -> None:
             self._started(tr, launched)
@@ -409,12 +442,12 @@ class SimSlurm(SimTarget):
         c, bp = self.cfg, self.bf
         if bp.stretches and self.last_update > bp.yielded_at:
             return 0.0, self._bf_done   # a job or node changed while the locks were yielded
-        per = c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
+        base, per = bf_cycle_costs(c, self.fleet.nodes)
         res = float(c["bf_resolution_s"])
         window = c["bf_window_min"] * 60.0
         seg = 0.0
         if not bp.stretches:            # the base cost: the job queue and the node-space map
-            bp.start, seg = t, c["bf_cycle_base_ms"] / 1e3
+            bp.start, seg = t, base
             bp.order = self._order(t, c["bf_max_job_test"])
             bp.reserved_from = np.full(self.fleet.nodes, np.inf)
         bp.stretches += 1
@@ -479,16 +512,19 @@ class SimSlurm(SimTarget):
         return {"pending_jobs": len(self.pending)}
 
     def control_plane(self) -> dict:
-        def cycles(rows: list[tuple[float, int]], prefix: str) -> dict:
-            a = np.array(rows) if rows else np.zeros((1, 2))
-            return {f"{prefix}_cycles": len(rows), f"{prefix}_mean_cycle_us": int(a[:, 0].mean() * 1e6),
-                    f"{prefix}_max_cycle_us": int(a[:, 0].max() * 1e6),
-                    f"{prefix}_mean_depth": round(float(a[:, 1].mean()), 2)}
+        def cycles(rows: list[tuple], prefix: str, width: int) -> dict:
+            a = np.array(rows) if rows else np.zeros((1, width))
+            out = {f"{prefix}_cycles": len(rows), f"{prefix}_mean_cycle_us": int(a[:, 0].mean() * 1e6),
+                   f"{prefix}_max_cycle_us": int(a[:, 0].max() * 1e6),
+                   f"{prefix}_mean_depth": round(float(a[:, -1].mean()), 2)}
+            if a.shape[1] == 3:         # the main cycle: jobs tested, and the depth as sdiag counts it
+                out[f"{prefix}_mean_tested"] = round(float(a[:, 1].mean()), 2)
+            return out
         lu = np.array(self.leaves_used) if self.leaves_used else np.zeros(1)
         rpc = {k: {"count": len(v), "ave_time": int(np.mean(v) * 1e6) if v else 0,
                    "total_time": int(np.sum(v) * 1e6)} for k, v in self.rpcs.items()}
-        return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main"),
-                **cycles(self.bf_cycles, "bf"), "bf_backfilled_jobs": self.started_by["backfill"],
+        return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main", 3),
+                **cycles(self.bf_cycles, "bf", 2), "bf_backfilled_jobs": self.started_by["backfill"],
                 "jobs_started_by": dict(self.started_by), "leaves_per_job_mean": round(float(lu.mean()), 4),
                 "lock_busy_s": {k: round(v, 6) for k, v in self.lock_busy_s.items()},
                 "busy_s": {"slurmctld-locks": round(sum(self.lock_busy_s.values()), 6)}}

@@ -234,10 +234,13 @@ SCENARIO = {
             "switches_max_wait_s": Field(NUM, 300.0, lo=0, source=SLURM_CONF + " (max_switch_wait)"),
             "time_limit_factor": Field(NUM, 1.5, lo=1),       # --time = duration x this (the workload's own padding)
             "cred_expire_s": Field(NUM, 120.0, lo=0, source="Slurm default, slurm.conf(5) AuthInfo cred_expire 120"),
-            "rpc_ms": Field(NUM, PROFILE, lo=0),              # slurmctld work per submit RPC
+            "rpc_ms": Field(NUM, PROFILE, lo=0),              # slurmctld work per submit RPC: fixed part
+            "rpc_per_node_us": Field(NUM, PROFILE, lo=0),     # ... per node (job_allocate's test_only select)
             "main_cycle_base_ms": Field(NUM, PROFILE, lo=0),  # main scheduling loop: fixed part
+            "main_cycle_per_pending_us": Field(NUM, PROFILE, lo=0),  # ... per pending job (build_job_queue, sort)
             "main_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
             "main_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
+            "main_cycle_per_skip_us": Field(NUM, PROFILE, lo=0),  # ... per job popped behind a blocked partition
             "bf_cycle_base_ms": Field(NUM, PROFILE, lo=0),    # backfill cycle: fixed part
             "bf_cycle_per_job_us": Field(NUM, PROFILE, lo=0),  # ... per job tested
             "bf_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
