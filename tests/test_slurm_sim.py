@@ -11,7 +11,9 @@ from simkit import job, sim
 # a finished job's nodes come back at once. Every cost is set here, none taken from a profile.
 COSTS = {"observe_ms": 0, "release_ms": 0, "rpc_ms": 1, "rpc_per_node_us": 0, "main_cycle_base_ms": 10,
          "main_cycle_per_pending_us": 0, "main_cycle_per_job_us": 1000, "main_cycle_per_job_node_ns": 0,
-         "main_cycle_per_skip_us": 0, "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0}
+         "main_cycle_per_fail_us": 1000, "main_cycle_per_fail_node_ns": 0, "main_cycle_per_skip_us": 0,
+         "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0,
+         "bf_cycle_per_start_us": 0, "bf_cycle_per_start_node_ns": 0}
 
 
 def slurm(jobs, nodes=16, end=3000.0, chaos=(), leaf_size=4, **over):

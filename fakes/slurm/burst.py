@@ -16,7 +16,9 @@ fleet with room for all of them, Slurm's scheduler defaults. Measured:
   reached N - the first sbatch's start).
 
 Every call's start offset is kept (`offsets_s`), so a simulated twin can be offered the very same
-submissions (loadgen/calibration/anchors.py). Writes bench-burst-accept-<nodes>n.json and
+submissions (loadgen/calibration/anchors.py). The burst starts just after slurmctld's periodic
+full-queue pass and an idle backfill check (align()), where a fresh twin has its timers at t=0;
+`aligned.since_full_pass_s` says how long after. Writes bench-burst-accept-<nodes>n.json and
 bench-burst-start-<nodes>n.json, or bench-burst-execute-<nodes>n.json for `--sleep 0` (each with
 "figure", "unit", "command", "started", "load_avg").
 """
@@ -41,6 +43,22 @@ from fakes.slurm.probe import Window, load
 from loadgen.model.fleet import Fleet
 
 
+def align(fl: SlurmFleet, timeout_s: float = 75.0) -> dict[str, Any]:
+    """Wait for slurmctld's periodic full-queue pass (every sched_interval) on the idle cluster, then
+    make one change (a held job) so the idle backfill agent runs its (empty) pass within its 1 s tick
+    and sleeps bf_interval from there. A burst started now sees both timers where a fresh twin has
+    them at t=0, so the figure does not depend on where the 60 s and 30 s clocks happened to be."""
+    c = SlurmClient(fl)
+    n0 = c.sdiag().get("main_cycles")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and c.sdiag().get("main_cycles") == n0:
+        time.sleep(0.2)
+    full = time.monotonic()
+    fl.run(c.batch_argv("gs-align", 60, "--nodes=1", "--gres=gpu:1", "--time=5", "--hold"), check=False)
+    time.sleep(1.2)
+    return {"full_pass_seen": time.monotonic() - full < timeout_s, "since_full_pass_s": round(time.monotonic() - full, 2)}
+
+
 def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: float = 600) -> dict[str, Any]:
     """Submit `jobs` one-GPU jobs from `workers` sbatch processes as fast as they go; wait until all
     started (or timeout_s), and with sleep_s 0 until all completed."""
@@ -49,6 +67,7 @@ def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: fl
     calls: list[tuple[float, float, bool]] = []
     lock = threading.Lock()
     load_before = load()
+    aligned = align(fl)
     with Window(fl, "burst", period=0.25) as w:
         t0 = time.monotonic()
 
@@ -78,7 +97,7 @@ def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: fl
             "execute_s": completed_at and round(completed_at - first, 3),
             "sbatch_wall_ms_mean": round(1000 * sum(c[1] - c[0] for c in calls) / len(calls), 2),
             "submit_rpc_ms_mean": (sub.get("ave_time_us") or 0) / 1000,
-            "offsets_s": [round(c[0] - first, 4) for c in calls],
+            "aligned": aligned, "offsets_s": [round(c[0] - first, 4) for c in calls],
             "counters": curve, "window": s, "load_avg": {"before": load_before, "after": load()}}
 
 

@@ -87,15 +87,7 @@ class Window:
     def summary(self) -> dict[str, Any]:
         final = self.client.sdiag()
         cpu1 = cpu_s(self.fl.ctld.pid if self.fl.ctld else None)
-        main_each, bf_each = [], []
-        for a, b in zip(self.samples, self.samples[1:]):
-            if (b.get("main_cycles") or 0) - (a.get("main_cycles") or 0) == 1:
-                main_each.append({"t": b["t"], "cycle_us": b["main_last_cycle_us"],
-                                  "queue": b["main_last_queue_length"], "load1": b["load1"]})
-            if (b.get("bf_cycles") or 0) - (a.get("bf_cycles") or 0) == 1:
-                bf_each.append({"t": b["t"], "cycle_us": b["bf_last_cycle_us"], "depth": b["bf_last_depth"],
-                                "depth_try": b["bf_last_depth_try"], "queue": b["bf_last_queue_length"],
-                                "table": b["bf_last_table_size"], "load1": b["load1"]})
+        main_each, bf_each = cycles(self.samples)
         rpc = {k: {"count": v.get("count"), "ave_time_us": v.get("ave_time")}
                for k, v in (final.get("rpc") or {}).items() if v.get("count")}
         return {"window": self.name, "duration_s": round(time.monotonic() - self.t0, 1),
@@ -107,3 +99,30 @@ class Window:
                 "jobs": {k: final.get(k) for k in JOB_KEYS}, "rpc": rpc,
                 "agent_busy_polls": sum(1 for s in self.samples if s.get("agent_count")),
                 "polls": len(self.samples)}
+
+
+def cycles(samples: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """Each main and backfill cycle a poll saw alone (the counter moved by exactly one): its time,
+    the queue it built, and the jobs it started. Jobs started are the counters' change since the
+    previous cycle of the same kind was seen (main: jobs started minus backfilled; backfill:
+    backfilled jobs), so a cycle that spans several polls is counted whole."""
+    main_each, bf_each = [], []
+    first = samples[0] if samples else {}
+    main_mark = (first.get("jobs_started") or 0) - (first.get("bf_backfilled_jobs") or 0)
+    bf_mark = first.get("bf_backfilled_jobs") or 0
+    for a, b in zip(samples, samples[1:]):
+        by_main = (b.get("jobs_started") or 0) - (b.get("bf_backfilled_jobs") or 0)
+        by_bf = b.get("bf_backfilled_jobs") or 0
+        if (b.get("main_cycles") or 0) - (a.get("main_cycles") or 0) == 1:
+            main_each.append({"t": b["t"], "cycle_us": b["main_last_cycle_us"],
+                              "queue": b["main_last_queue_length"], "load1": b["load1"],
+                              "started": by_main - main_mark})
+        if (b.get("main_cycles") or 0) != (a.get("main_cycles") or 0):
+            main_mark = by_main
+        if (b.get("bf_cycles") or 0) - (a.get("bf_cycles") or 0) == 1:
+            bf_each.append({"t": b["t"], "cycle_us": b["bf_last_cycle_us"], "depth": b["bf_last_depth"],
+                            "depth_try": b["bf_last_depth_try"], "queue": b["bf_last_queue_length"],
+                            "table": b["bf_last_table_size"], "load1": b["load1"], "started": by_bf - bf_mark})
+        if (b.get("bf_cycles") or 0) != (a.get("bf_cycles") or 0):
+            bf_mark = by_bf
+    return main_each, bf_each

@@ -43,7 +43,7 @@ import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -66,17 +66,39 @@ def _walk(n: int, per: float, room: float) -> int:
     return n if per <= 0 else min(n, math.ceil(room / per - 1e-12))
 
 
-def main_cycle_costs(c: dict, nodes: int) -> tuple[float, float, float, float]:
-    """A main cycle's costs in seconds: fixed; per pending job (build_job_queue and its sort); per
-    job tested (select_nodes over every node); per job popped after its partition failed."""
-    return (c["main_cycle_base_ms"] / 1e3, c["main_cycle_per_pending_us"] / 1e6,
-            c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * nodes / 1e9,
-            c["main_cycle_per_skip_us"] / 1e6)
+class MainCosts(NamedTuple):
+    """A main cycle's costs in seconds (schedule(), job_scheduler.c)."""
+    base: float         # fixed
+    pending: float      # per pending job: build_job_queue walks them and sorts the queue
+    start: float        # per job started: select_nodes picks its nodes over every node, then the launch
+    fail: float         # per job tested that cannot start: select_nodes over every node, no allocation
+    skip: float         # per job popped after its partition failed (counted in sdiag's depth)
+
+    def cycle(self, pending: int, started: int, failed: int, skipped: int) -> float:
+        return self.base + self.pending * pending + self.start * started + self.fail * failed + self.skip * skipped
 
 
-def bf_cycle_costs(c: dict, nodes: int) -> tuple[float, float]:
-    """A backfill pass's costs in seconds: fixed; per job tested."""
-    return c["bf_cycle_base_ms"] / 1e3, c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * nodes / 1e9
+class BackfillCosts(NamedTuple):
+    """A backfill pass's lock-held costs in seconds (_attempt_backfill, backfill.c)."""
+    base: float         # fixed: the node-space map, the sort
+    test: float         # per job tested (_try_sched over every node, its reservation)
+    start: float        # per job started, on top of its test (select_nodes again, the launch)
+
+    def cycle(self, tested: int, started: int) -> float:
+        return self.base + self.test * tested + self.start * started
+
+
+def main_cycle_costs(c: dict, nodes: int) -> MainCosts:
+    return MainCosts(c["main_cycle_base_ms"] / 1e3, c["main_cycle_per_pending_us"] / 1e6,
+                     c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * nodes / 1e9,
+                     c["main_cycle_per_fail_us"] / 1e6 + c["main_cycle_per_fail_node_ns"] * nodes / 1e9,
+                     c["main_cycle_per_skip_us"] / 1e6)
+
+
+def bf_cycle_costs(c: dict, nodes: int) -> BackfillCosts:
+    return BackfillCosts(c["bf_cycle_base_ms"] / 1e3,
+                         c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * nodes / 1e9,
+                         c["bf_cycle_per_start_us"] / 1e6 + c["bf_cycle_per_start_node_ns"] * nodes / 1e9)
 
 
 def submit_rpc_s(c: dict, nodes: int) -> float:
@@ -100,6 +122,10 @@ class _BackfillPass:
 class SimSlurm(SimTarget):
     name = "slurm"
     restart_whole_gang = True        # --requeue: the whole job goes back to the queue
+    # the cost model, for comparisons with measured cycles (loadgen/calibration/slurm_curve.py)
+    main_costs = staticmethod(main_cycle_costs)
+    bf_costs = staticmethod(bf_cycle_costs)
+    submit_rpc_s = staticmethod(submit_rpc_s)
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
@@ -289,8 +315,8 @@ class SimSlurm(SimTarget):
 
     def _main(self, t: float, full: bool):
         c = self.cfg
-        base, per_pending, per, per_skip = main_cycle_costs(c, self.fleet.nodes)
-        work = base + per_pending * len(self.pending)
+        cost = main_cycle_costs(c, self.fleet.nodes)
+        work = cost.base + cost.pending * len(self.pending)
         order = self._order(t, len(self.pending) if full else c["default_queue_depth"])
         launched: list = []
         tested = 0
@@ -298,17 +324,18 @@ class SimSlurm(SimTarget):
         for js in order:
             if _whole_s(t, t + work) >= c["max_sched_time_s"]:
                 break
-            work += per
             tested += 1
-            nodes = self._place(js, t + work, None)
+            nodes = self._place(js, t + work + cost.start, None)
             if nodes is None:
+                work += cost.fail
                 blocked = True          # the partition is blocked for everyone below this job
                 break
+            work += cost.start
             launched.append(self._launch(js, nodes, t + work, "main"))
         skipped = 0
         if blocked:                     # ... but schedule() still pops them, within depth and time
-            skipped = _walk(len(order) - tested, per_skip, math.floor(t) + c["max_sched_time_s"] - (t + work))
-            work += skipped * per_skip
+            skipped = _walk(len(order) - tested, cost.skip, math.floor(t) + c["max_sched_time_s"] - (t + work))
+            work += skipped * cost.skip
         self.main_cycles.append((work, tested, tested + skipped))
 
         def after(tr: float) -> None:
@@ -442,12 +469,12 @@ class SimSlurm(SimTarget):
         c, bp = self.cfg, self.bf
         if bp.stretches and self.last_update > bp.yielded_at:
             return 0.0, self._bf_done   # a job or node changed while the locks were yielded
-        base, per = bf_cycle_costs(c, self.fleet.nodes)
+        cost = bf_cycle_costs(c, self.fleet.nodes)
         res = float(c["bf_resolution_s"])
         window = c["bf_window_min"] * 60.0
         seg = 0.0
         if not bp.stretches:            # the base cost: the job queue and the node-space map
-            bp.start, seg = t, base
+            bp.start, seg = t, cost.base
             bp.order = self._order(t, c["bf_max_job_test"])
             bp.reserved_from = np.full(self.fleet.nodes, np.inf)
         bp.stretches += 1
@@ -464,13 +491,15 @@ class SimSlurm(SimTarget):
             bp.idx += 1
             if js.job.id not in self.pending:
                 continue                # started or lost meanwhile
-            seg += per
-            now += per
+            seg += cost.test
+            now += cost.test
             bp.tested += 1
             limit = self._limit(js)
             blocked = bp.reserved_from < now + limit       # would run into a higher job's reservation
             nodes = self._place(js, now, blocked)
             if nodes is not None:
+                seg += cost.start
+                now += cost.start
                 launched.append(self._launch(js, nodes, now, "backfill"))
                 bp.started += 1
                 if c["bf_max_job_start"] and bp.started >= c["bf_max_job_start"]:

@@ -111,6 +111,36 @@ def _stream(rate: float, seconds: float, dur: float) -> Callable[[], list[Job]]:
     return lambda: [_job(i, i / rate, dur=dur) for i in range(int(rate * seconds))]
 
 
+def _replayed(measured_file: str, dur: float, fallback_rate: float = 200.0,
+              fallback_n: int = 1000) -> Callable[[], list[Job]]:
+    """The submissions a burst benchmark made here, at the offsets its sbatch calls started
+    (`offsets_s` in its result file), shifted by how long after slurmctld's full-queue pass the
+    burst began (the twin's t=0 is that pass): the twin is offered exactly what slurmctld was
+    offered. Until the benchmark has run, `fallback_n` jobs at `fallback_rate` a second."""
+    def jobs() -> list[Job]:
+        try:
+            data = json.loads((ROOT / measured_file).read_text())
+            shift = float((data.get("aligned") or {}).get("since_full_pass_s") or 0.0)
+            offsets = [shift + float(x) for x in data["offsets_s"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            offsets = [i / fallback_rate for i in range(fallback_n)]
+        return [_job(i, t, dur=dur) for i, t in enumerate(offsets)]
+    return jobs
+
+
+SLURM_BURST = ("fakes/slurm/burst.py on this machine (Slurm 22.05.8, 2 shared cores): 1,000 one-GPU jobs "
+               "submitted as fast as 4 sbatch workers allow onto an idle fleet, Slurm's scheduler defaults")
+
+
+def _slurm_burst(what: str, nodes: int, role: str) -> Anchor:
+    path = f"results/fidelity-scale/slurm/bench-burst-{what}-{nodes}n.json"
+    of, dur = {"accept": ("accept", 120.0), "start": ("admit", 120.0), "execute": ("finish", 0.0)}[what]
+    return Anchor("slurm", f"slurm-burst-{what}-{nodes}n", None, "jobs/s", SLURM_BURST, role,
+                  {"fleet.nodes": nodes}, _replayed(path, dur), throughput(0, of=of), end_s=900.0,
+                  profile="local", measured_file=path,
+                  notes=f"{what}ed jobs per second; the twin is offered the benchmark's own submission times")
+
+
 def _ray(bundles: int) -> Callable[[], list[Job]]:
     return lambda: [_job(i, 0.0, members=bundles, dur=1e-3, cls="large" if bundles > 1 else "small")
                     for i in range(100)]
@@ -141,6 +171,8 @@ ANCHORS: list[Anchor] = [
     _ray_anchor(10, 247.09, "fit"),
     _ray_anchor(20, 112.96, "held_out"),
     _ray_anchor(40, 38.62, "fit"),
+    *[_slurm_burst(what, nodes, role) for nodes, role in ((500, "fit"), (2000, "held_out"))
+      for what in ("accept", "start", "execute")],
     Anchor("volcano", "volcano-10k-jobs-1-pod", 10_000 / 180.0, "pods/s", VC_DOC, "held_out",
            {"fleet.nodes": 2000, "schedulers.volcano.controller_qps": 1000.0, "schedulers.volcano.controller_burst": 1000,
             "schedulers.volcano.api_qps": 1000.0, "schedulers.volcano.api_burst": 1000}, _burst(0, 10_000), throughput(0)),
