@@ -13,7 +13,7 @@ COSTS = {"observe_ms": 0, "release_ms": 0, "rpc_ms": 1, "rpc_per_node_us": 0, "m
          "main_cycle_per_pending_us": 0, "main_cycle_per_job_us": 1000, "main_cycle_per_job_node_ns": 0,
          "main_cycle_per_fail_us": 1000, "main_cycle_per_fail_node_ns": 0, "main_cycle_per_skip_us": 0,
          "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0,
-         "bf_cycle_per_start_us": 0, "bf_cycle_per_start_node_ns": 0}
+         "bf_cycle_per_start_us": 0, "bf_cycle_per_start_node_ns": 0, "agent_ms": 0}
 
 
 def slurm(jobs, nodes=16, end=3000.0, chaos=(), leaf_size=4, **over):
@@ -107,6 +107,17 @@ def test_the_submit_rpc_tests_every_node_and_the_completion_rpc_does_not():
     t, rec, events = slurm([job(0, 1, gpus=1, t=10.2, dur=5)], rpc_per_node_us=1000)
     assert at(events, 0, Kind.SUBMITTED) == [pytest.approx(10.217)]
     assert t.rpcs["REQUEST_COMPLETE_BATCH_SCRIPT"] == [pytest.approx(0.001)]
+
+
+def test_with_more_than_50_agents_alive_a_job_end_waits_for_the_background_pass():
+    # 64 one-GPU jobs start at 3.074 (64 batch launches); job 0 ends at 13.074 and job 100 waits
+    # for its GPU. Its epilog asks for a cycle at once (13.075 + 11 ms) unless more than 50 agents
+    # are alive (agent_ms 100 s here): then the background tick at 14 runs it.
+    jobs = [job(i, 1, gpus=1, t=0.5, dur=10 if i == 0 else 1000) for i in range(64)] + [job(100, 1, gpus=1, t=5.0)]
+    _, rec, _ = slurm(jobs, nodes=8)
+    assert rec.admit[0] == pytest.approx(3.074) and rec.admit[64] == pytest.approx(13.086)
+    _, rec, _ = slurm(jobs, nodes=8, agent_ms=100_000)
+    assert rec.admit[64] == pytest.approx(14.011)
 
 
 def blocked_small_jobs():

@@ -87,7 +87,8 @@ def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: fl
     accepted_end = max(c[1] for c in ok) if ok else float("nan")
     started_at = next((p["t"] for p in w.samples if (p.get("jobs_started") or 0) >= len(ok)), None)
     completed_at = next((p["t"] for p in w.samples if (p.get("jobs_completed") or 0) >= len(ok)), None)
-    curve = [(p["t"], p.get("jobs_submitted"), p.get("jobs_started"), p.get("jobs_completed")) for p in w.samples]
+    curve = [(p["t"], p.get("jobs_submitted"), p.get("jobs_started"), p.get("jobs_completed"), p.get("agent_count"))
+             for p in w.samples]
     sub = s["rpc"].get("REQUEST_SUBMIT_BATCH_JOB", {})
     return {"jobs": jobs, "accepted": len(ok), "workers": workers, "sleep_s": sleep_s, "nodes": fl.fleet.nodes,
             "accepted_per_s": round(len(ok) / (accepted_end - first), 2) if ok else None,

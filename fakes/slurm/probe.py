@@ -98,6 +98,7 @@ class Window:
                 "bf": {k: final.get(k) for k in BF_KEYS}, "bf_each": bf_each,
                 "jobs": {k: final.get(k) for k in JOB_KEYS}, "rpc": rpc,
                 "agent_busy_polls": sum(1 for s in self.samples if s.get("agent_count")),
+                "agent_count_max": max((s.get("agent_count") or 0 for s in self.samples), default=None),
                 "polls": len(self.samples)}
 
 

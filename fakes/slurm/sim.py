@@ -10,7 +10,9 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
   RPC queues the job and bumps job_sched_cnt. The background thread wakes every background_tick_s
   and calls schedule() when now - last_sched_time >= batch_sched_delay_s and job_sched_cnt > 0,
   plus a full-queue pass every sched_interval_s. The end of a job (its epilog completing) calls
-  schedule() directly; node changes and requeues only bump job_sched_cnt.
+  schedule() directly, unless more than LOTS_OF_AGENTS_CNT (50) agents are alive (each job's batch
+  launch and each job's terminate message is one, alive agent_ms): then it only bumps
+  job_sched_cnt, as node changes and requeues do.
 - schedule() wakes the scheduling agent, which runs one cycle at a time, at least
   sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
   (main_cycle_per_job_us + main_cycle_per_job_node_ns x nodes) per job tested (select/cons_tres
@@ -40,6 +42,7 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -52,6 +55,7 @@ from loadgen.model.events import Kind
 from loadgen.model.target import TargetContext
 
 Work = Callable[..., "tuple[float, Callable[[float], None] | None]"]
+LOTS_OF_AGENTS_CNT = 50     # src/slurmctld/agent.h: above this many agents an epilog defers to the background pass
 
 
 def _whole_s(t0: float, t1: float) -> int:
@@ -160,6 +164,7 @@ class SimSlurm(SimTarget):
         self.bf: _BackfillPass | None = None
         self.last_update = 0.0          # last job or node change (last_job_update / last_node_update)
         self._ending = False
+        self.agents: list[float] = []   # when each live agent (launch, terminate) ends: a heap
         # what sdiag would show
         self.main_cycles: list[tuple[float, int, int]] = []  # (lock-held s, jobs tested, depth as sdiag counts)
         self.bf_cycles: list[tuple[float, int]] = []
@@ -249,12 +254,26 @@ class SimSlurm(SimTarget):
             self.usage[js.job.tenant] = self.usage.get(js.job.tenant, 0.0) + runtime * js.job.gpus
         self._drop_node_ends(js.job.id)
         self._ending = True
+        self._agent_born(t)             # REQUEST_TERMINATE_JOB to the job's nodes
         # The completion RPC, then the epilog-complete message calls schedule() (proc_req.c).
         self._rpc(t, "REQUEST_COMPLETE_BATCH_SCRIPT", self._epilog_complete)
 
     def _epilog_complete(self, t: float) -> None:
         self._touch(t)
-        self._schedule(t)
+        if self._agents_alive(t) > LOTS_OF_AGENTS_CNT:
+            self._queue_job_scheduler(t)     # LOTS_OF_AGENTS: the next background pass instead
+        else:
+            self._schedule(t)
+
+    # --- slurmctld's agents: one per batch launch and per job's terminate message -----------------
+    def _agent_born(self, t: float) -> None:
+        if self.cfg["agent_ms"] > 0:
+            heapq.heappush(self.agents, t + self.cfg["agent_ms"] / 1e3)
+
+    def _agents_alive(self, t: float) -> int:
+        while self.agents and self.agents[0] <= t:
+            heapq.heappop(self.agents)
+        return len(self.agents)
 
     def _on_release(self, t: float) -> None:
         if self._ending:                # a job end: its epilog already asks for a cycle
@@ -444,6 +463,7 @@ class SimSlurm(SimTarget):
         for js, n, token in launched:
             if token == js.run_token and not js.done:     # not lost while the cycle held the locks
                 js.extra["started_at"] = t
+                self._agent_born(t)                       # the batch launch
                 self._bind(js, t, n)
         if launched:
             self._touch(t)

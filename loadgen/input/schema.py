@@ -248,6 +248,7 @@ SCENARIO = {
             "bf_cycle_per_job_node_ns": Field(NUM, PROFILE, lo=0),  # ... per job tested and node
             "bf_cycle_per_start_us": Field(NUM, PROFILE, lo=0),  # ... per job started, on top of its test
             "bf_cycle_per_start_node_ns": Field(NUM, PROFILE, lo=0),  # ... the same, per node
+            "agent_ms": Field(NUM, PROFILE, lo=0),            # how long a batch-launch or terminate agent lives
             "observe_ms": Field(NUM, PROFILE, lo=0),          # start -> the client's squeue poll sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             # real backend only (fakes/slurm/conf.py, fakes/slurm/target.py)
