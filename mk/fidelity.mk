@@ -14,3 +14,21 @@ anchors: $(STAMP)
 	$(BIN)/gangstorm calibrate --anchors --schedulers kube,volcano,ray,slurm --profile local \
 	  --write-profile fakes/profiles/reference.yaml
 	$(BIN)/gangstorm profile anchors reference
+
+# Fidelity at scale (issue 32, docs/fidelity.md "At scale"): each real scheduler's cost curve at
+# 500-10,000 nodes, its own benchmark replicated here, a held-out case at 2,000 nodes. Benchmarks,
+# not tests: each line starts real components, one at a time (flock on a shared machine).
+.PHONY: fidelity-scale fidelity-scale-slurm
+fidelity-scale: fidelity-scale-slurm
+
+# Slurm: about 80 minutes on 2 cores (10,000 slurmd need ~11 GB). The last line refits the twin's
+# slurmctld costs from the curve (5,000 nodes held out) and writes the twin's figures beside the real ones.
+fidelity-scale-slurm: $(STAMP) slurm-deps
+	$(BIN)/python -m fakes.slurm.costcurve --sizes 64 --out results/fidelity-scale/slurm
+	$(BIN)/python -m fakes.slurm.costcurve --sizes 500,2000 --burst 1000 --execute 1000 --settle 300 \
+	  --out results/fidelity-scale/slurm
+	$(BIN)/python -m fakes.slurm.costcurve --sizes 5000,10000 --burst 1000 --settle 300 \
+	  --out results/fidelity-scale/slurm
+	$(BIN)/python -m loadgen.calibration.scale_check --scheduler slurm --nodes 2000 --duration-h 0.25 --time-scale 1
+	$(BIN)/python -m loadgen.calibration.slurm_curve --hold-out 5000 --write-profile fakes/profiles/local.yaml --fill
+	$(BIN)/gangstorm profile anchors local --schedulers slurm

@@ -194,14 +194,15 @@ def measure(nodes: int, depths: list[int], run_dir: Path, args, command: str) ->
         m["start"] = start(fl, args.phase_timeout)
         m["left_after_clean"] = clean(fl)
         m["states_at_end"] = fl.node_states()
-        if args.burst:
+        room = nodes * fl.fleet.gpus_per_node        # a burst's one-GPU jobs must all fit
+        if args.burst and args.burst <= room:
             from fakes.slurm.burst import burst, write_bench
             time.sleep(15)              # MinJobAge: finished jobs leave the controller
             b = burst(fl, args.burst, args.workers, args.burst_sleep)
             write_bench(b, args.out, nodes, command)
             m["burst"] = {k: b[k] for k in ("accepted_per_s", "started_per_s")}
             clean(fl)
-        if args.execute:
+        if args.execute and args.execute <= room:
             from fakes.slurm.burst import burst, write_bench
             time.sleep(15)
             b = burst(fl, args.execute, args.workers, 0.0)
