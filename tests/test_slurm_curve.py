@@ -110,3 +110,13 @@ def test_a_burst_anchor_offers_the_twin_the_benchmarks_own_submissions(tmp_path,
     assert [j.submit_s for j in jobs] == [1.5, 1.75, 2.0]
     assert {(j.members, j.gpus_per_member, j.duration_s) for j in jobs} == {(1, 1, 120.0)}
     assert len(_replayed("missing.json", dur=0.0, fallback_rate=100.0, fallback_n=5)()) == 5
+
+
+def test_an_agent_lives_as_long_as_littles_law_says_over_the_polls_while_jobs_ran():
+    # counters: (t, submitted, started, completed, agent count); the idle polls before the first
+    # start and after the last completion are left out. 10 s, 40 started + 40 completed = 8 agents/s,
+    # 4 alive on average: 0.5 s each.
+    counters = [(0.0, 0, 0, 0, 0), (1.0, 80, 10, 0, 2), (6.0, 80, 30, 20, 6), (11.0, 80, 50, 40, 4),
+                (12.0, 80, 80, 80, 0)]
+    assert sc.agent_lifetime_s({"jobs": 80, "counters": counters}) == pytest.approx(4 / 8)
+    assert sc.agent_lifetime_s({"jobs": 80, "counters": counters[:2]}) is None

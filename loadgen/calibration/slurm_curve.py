@@ -77,8 +77,21 @@ def load_curves(folder: Path) -> list[dict]:
                   key=lambda d: d["nodes"])
 
 
-def load_bursts(folder: Path) -> list[dict]:
-    return [json.loads(p.read_text()) | {"_path": str(p)} for p in sorted(folder.glob("bench-burst-start-*n.json"))]
+def load_bursts(folder: Path, what: str = "start") -> list[dict]:
+    return [json.loads(p.read_text()) | {"_path": str(p)} for p in sorted(folder.glob(f"bench-burst-{what}-*n.json"))]
+
+
+def agent_lifetime_s(burst: dict) -> float | None:
+    """How long one of slurmctld's agents lives, by Little's law over an execute burst's polls while
+    jobs ran: mean sdiag Agent count / agents started per second (one batch launch per job started,
+    one terminate message per job completed). None without such polls."""
+    polls = [c for c in burst.get("counters") or [] if (c[2] or 0) > 0 and (c[3] or 0) < burst["jobs"]]
+    if len(polls) < 2 or polls[-1][0] <= polls[0][0]:
+        return None
+    span = polls[-1][0] - polls[0][0]
+    started = (polls[-1][2] - polls[0][2] + polls[-1][3] - polls[0][3]) / span
+    alive = sum(c[4] or 0 for c in polls) / len(polls)
+    return alive / started if started > 0 else None
 
 
 # --- observations: (features, seconds, nodes) ------------------------------------------------------
@@ -242,7 +255,7 @@ def table(rows: list[dict]) -> str:
 
 
 def write_profile(path: Path, base: Profile, vals: dict[str, float], fits: dict[str, Fit], hold_out: set[int],
-                  command: str) -> None:
+                  command: str, agents: dict[int, float | None] | None = None, agents_from: int = 500) -> None:
     src = {"rpc": "sdiag REQUEST_SUBMIT_BATCH_JOB mean time against nodes (jobs that cannot start, submitted "
                   "one at a time)",
            "main": "sdiag main schedule Last cycle, each cycle seen alone, against pending jobs, jobs started "
@@ -258,6 +271,18 @@ def write_profile(path: Path, base: Profile, vals: dict[str, float], fits: dict[
             note = text + ("; 0: one failing test per blocked cycle, its fixed part is the base"
                            if k == "main_cycle_per_fail_us" else "")
             prof.params["slurm"][k] = Param(round(vals[k], 6), old.unit, "measured", note, command)
+    if "agent_ms" in vals:
+        others = ", ".join(f"{n:,} nodes {s:.2f} s" for n, s in sorted((agents or {}).items())
+                           if s and n != agents_from)
+        old = prof.params["slurm"]["agent_ms"]
+        prof.params["slurm"]["agent_ms"] = Param(
+            round(vals["agent_ms"], 1), old.unit, "measured",
+            f"Little's law on the execute burst at {agents_from:,} nodes (results/fidelity-scale/slurm/"
+            f"bench-burst-execute-{agents_from}n.json): mean sdiag Agent count while jobs ran / agents started per "
+            f"second (a batch launch per job started, a terminate per job completed)"
+            + (f"; the other bursts give {others}" if others else ""),
+            f"python -m fakes.slurm.burst --nodes {agents_from} --jobs 1000 --sleep 0 --out results/fidelity-scale/slurm; "
+            + command)
     path.write_text(dump(prof))
 
 
@@ -268,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="local", help="profile whose other values the twin keeps")
     ap.add_argument("--hold-out", default="5000", help="sizes left out of the fits (comma-separated; '' for none)")
     ap.add_argument("--write-profile", type=Path, help="write the measured parameters into this profile")
+    ap.add_argument("--agents-from", type=int, default=500,
+                    help="the execute burst (bench-burst-execute-<nodes>n.json) agent_ms is measured on")
     ap.add_argument("--fill", action="store_true", help="write the twin's figures into each curve file")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -278,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fits = fit_all(curves, bursts, hold)
     vals = values(fits)
+    agents = {b["nodes"]: agent_lifetime_s(b) for b in load_bursts(args.curves, "execute")}
+    if agents.get(args.agents_from):
+        vals["agent_ms"] = agents[args.agents_from] * 1e3
     base = load_profile(args.profile)
     cfg = twin_config(base, vals)
     rows = compare(curves, cfg, hold)
@@ -285,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                + "; python -m loadgen.calibration.slurm_curve" + (f" --hold-out {args.hold_out}" if hold else "")
                + (f" --write-profile {args.write_profile}" if args.write_profile else ""))
     if args.write_profile:
-        write_profile(args.write_profile, base, vals, fits, hold, command)
+        write_profile(args.write_profile, base, vals, fits, hold, command, agents, args.agents_from)
     if args.fill:
         fill(curves, cfg, rows, args.write_profile.stem if args.write_profile else base.name)
     if args.json:
