@@ -15,20 +15,31 @@ anchors: $(STAMP)
 	  --write-profile fakes/profiles/reference.yaml
 	$(BIN)/gangstorm profile anchors reference
 
-# Fidelity at scale (issue 32, docs/fidelity.md "At scale"): each real scheduler's cost curve at
-# 500-10,000 nodes, its own benchmark replicated here, a held-out case at 2,000 nodes. Benchmarks,
-# not tests: each line starts real components, one at a time (flock on a shared machine).
-.PHONY: fidelity-scale fidelity-scale-slurm
-fidelity-scale: fidelity-scale-slurm
+# Fidelity at scale (issue 32, docs/fidelity.md "At scale"): each scheduler's real cost curve at
+# 500-10,000 nodes and its own benchmark replicated here, as JSON evidence under
+# results/fidelity-scale/<scheduler>/. Benchmarks, never part of `make test`; each starts real
+# components (set CPU_LOCK=/path to serialize them on a shared machine).
+.PHONY: fidelity-scale fidelity-scale-kube fidelity-scale-slurm
+fidelity-scale: fidelity-scale-kube fidelity-scale-slurm
 
-# Slurm: about 80 minutes on 2 cores (10,000 slurmd need ~11 GB). The last line refits the twin's
-# slurmctld costs from the curve (5,000 nodes held out) and writes the twin's figures beside the real ones.
+# kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
+# minutes on 2 cores), then the twin's figures for the same workloads.
+fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500,2000,5000,10000 --perf \
+	  --out results/fidelity-scale/kube
+	$(BIN)/python -m loadgen.calibration.kube_curve --dir results/fidelity-scale/kube
+
+# Slurm: about 100 minutes on 2 cores (10,000 slurmd need ~11 GB): slurmctld's cost curve (sdiag)
+# with the submit-and-start and submit-and-execute bursts; the twin's slurmctld costs refitted from it
+# (5,000 nodes held out) and its figures written beside the real ones; the held-out run at 2,000
+# nodes (admission real vs twin); the burst anchors (500 nodes fit, 2,000 held out).
 fidelity-scale-slurm: $(STAMP) slurm-deps
-	$(BIN)/python -m fakes.slurm.costcurve --sizes 64 --out results/fidelity-scale/slurm
-	$(BIN)/python -m fakes.slurm.costcurve --sizes 500,2000 --burst 1000 --execute 1000 --settle 300 \
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.slurm.costcurve --sizes 64 --out results/fidelity-scale/slurm
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.slurm.costcurve --sizes 500,2000 --burst 1000 --execute 1000 \
+	  --settle 300 --out results/fidelity-scale/slurm
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.slurm.costcurve --sizes 5000,10000 --burst 1000 --settle 300 \
 	  --out results/fidelity-scale/slurm
-	$(BIN)/python -m fakes.slurm.costcurve --sizes 5000,10000 --burst 1000 --settle 300 \
-	  --out results/fidelity-scale/slurm
-	$(BIN)/python -m loadgen.calibration.scale_check --scheduler slurm --nodes 2000 --duration-h 0.25 --time-scale 1
 	$(BIN)/python -m loadgen.calibration.slurm_curve --hold-out 5000 --write-profile fakes/profiles/local.yaml --fill
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m loadgen.calibration.scale_check --scheduler slurm --nodes 2000 \
+	  --duration-h 0.25 --time-scale 1
 	$(BIN)/gangstorm profile anchors local --schedulers slurm

@@ -26,11 +26,12 @@ import math
 
 import numpy as np
 
+from fakes.ray.traits import RayTraits
 from fakes.sim.base import JobState, SimTarget
 from loadgen.model.target import ChaosAction, TargetContext
 
 
-class SimRay(SimTarget):
+class SimRay(RayTraits, SimTarget):
     name = "ray"
     restart_whole_gang = False
 

@@ -51,6 +51,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from fakes.sim.base import JobState, SimTarget
+from fakes.slurm.traits import SlurmTraits
 from loadgen.model.events import Kind
 from loadgen.model.target import TargetContext
 
@@ -123,7 +124,7 @@ class _BackfillPass:
     yielded_at: float = 0.0
 
 
-class SimSlurm(SimTarget):
+class SimSlurm(SlurmTraits, SimTarget):
     name = "slurm"
     restart_whole_gang = True        # --requeue: the whole job goes back to the queue
     # the cost model, for comparisons with measured cycles (loadgen/calibration/slurm_curve.py)
