@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from fakes.sim.controlplane import TokenBucket
+from fakes.slurm.sim import submit_rpc_s
 from loadgen.measure import hostcpu
 from loadgen.measure import saturation
 from loadgen.drive.comparative import with_host_cpu
@@ -121,9 +122,10 @@ def test_slurm_lock_busy_time_adds_up_its_holders():
     target, _, _ = sim("slurm", jobs, nodes=16)
     cp = target.control_plane()
     assert cp["busy_s"]["slurmctld-locks"] == pytest.approx(sum(cp["lock_busy_s"].values()), abs=1e-5)
+    # a submit RPC also tests every node (submit_rpc_s: rpc_ms + rpc_per_node_us x nodes)
     assert cp["lock_busy_s"]["rpc"] == pytest.approx(
-        (len(cp["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]) and cp["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]["count"]
-         + cp["rpc"]["REQUEST_COMPLETE_BATCH_SCRIPT"]["count"]) * target.cfg["rpc_ms"] / 1000.0, abs=1e-6)
+        cp["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]["count"] * submit_rpc_s(target.cfg, 16)
+        + cp["rpc"]["REQUEST_COMPLETE_BATCH_SCRIPT"]["count"] * target.cfg["rpc_ms"] / 1000.0, abs=1e-6)
 
 
 # A fleet a fifth of the default's gangs would crowd: gangs of at most 8 nodes, so GPUs are never
