@@ -1,6 +1,7 @@
 import importlib, pkgutil, ray.core.generated as g
 for m in sorted(x.name for x in pkgutil.iter_modules(g.__path__)):
-    if not m.endswith('_pb2'): continue
+    if not m.endswith('_pb2'):
+        continue
     mod = importlib.import_module('ray.core.generated.'+m)
     d = mod.DESCRIPTOR
     for s in d.services_by_name.values():

@@ -262,7 +262,7 @@ class Fleet:
             nodes=[{"i": n.index, "id": n.hex[:8], "port": n.port} for n in self.nodes[:8]])
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
-        threading.Thread(target=lambda: [loop.call_soon_threadsafe(q.put_nowait, l) for l in sys.stdin] +
+        threading.Thread(target=lambda: [loop.call_soon_threadsafe(q.put_nowait, line) for line in sys.stdin] +
                          [loop.call_soon_threadsafe(q.put_nowait, None)], daemon=True).start()
         while True:
             line = await q.get()

@@ -25,7 +25,8 @@ LOG = open(HERE / "proto-run.log", "a")
 def log(*a):
     line = f"[{time.strftime('%H:%M:%S')}] " + " ".join(str(x) for x in a)
     print(line, flush=True)
-    LOG.write(line + "\n"); LOG.flush()
+    LOG.write(line + "\n")
+    LOG.flush()
 
 
 def spawn(args, env, name):
@@ -58,13 +59,15 @@ def read_event(p, want, timeout):
         try:
             msg = json.loads(line)
         except ValueError:
-            log("  (non-json)", line.rstrip()[:200]); continue
+            log("  (non-json)", line.rstrip()[:200])
+            continue
         if want is None or msg.get("event") == want or want in msg:
             return msg
 
 
 def send(p, **cmd):
-    p.stdin.write(json.dumps(cmd) + "\n"); p.stdin.flush()
+    p.stdin.write(json.dumps(cmd) + "\n")
+    p.stdin.flush()
 
 
 def pss_kb(pid):
