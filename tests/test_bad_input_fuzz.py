@@ -14,7 +14,8 @@ import os
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from loadgen.input.schema import SCENARIO, Field, ListOf, MapOf
 from support.fuzzkit import DEVICE, FIFO, OUTCOMES, Special, run_cli

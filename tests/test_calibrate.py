@@ -8,9 +8,8 @@ import pytest
 
 from fakes.slurm.sim import SimSlurm
 from loadgen.calibration.calibrate import Options, calibrate
-from loadgen.model.registry import REGISTRY, register
 from loadgen.input.profile import load
-
+from loadgen.model.registry import REGISTRY, register
 from support.paths import ROOT
 
 

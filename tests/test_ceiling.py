@@ -9,10 +9,9 @@ import sys
 import pytest
 
 from fakes.sim.controlplane import TokenBucket
-from loadgen.measure import hostcpu
-from loadgen.measure import saturation
-from loadgen.drive.comparative import with_host_cpu
 from loadgen.drive.ceiling import SearchSpec, search
+from loadgen.drive.comparative import with_host_cpu
+from loadgen.measure import hostcpu, saturation
 from support.paths import ROOT
 from support.simkit import job, sim
 

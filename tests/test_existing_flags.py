@@ -8,11 +8,11 @@ import sys
 import pytest
 import yaml
 
-from loadgen.input.chaos import plan as chaos_plan
 from loadgen.drive.dryrun import chaos_lines, describe
-from loadgen.model.target import run_label
+from loadgen.input.chaos import plan as chaos_plan
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.plan import plan_run
+from loadgen.model.target import run_label
 from support.paths import ROOT
 
 SCENARIO = str(ROOT / "tests/data/existing-small.yaml")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes.kube.cluster import BinariesMissing, COMPONENT_NAMES, leftover_processes, require_binaries
+from fakes.kube.cluster import COMPONENT_NAMES, BinariesMissing, leftover_processes, require_binaries
 from support.paths import ROOT
 
 pytestmark = pytest.mark.real
@@ -192,6 +192,7 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
 
 def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_merged_tails(kube_cluster):
     import csv
+
     from loadgen.measure.statistics import latency_stats
     state, env, tmp = kube_cluster
     out = tmp / "two-workers"

@@ -33,8 +33,9 @@ def run(*extra, scenario=SMALL, files=None):
 
 
 def profile(section: str, key: str, value, extra: str = "") -> bytes:
-    from support.paths import ROOT
     import yaml
+
+    from support.paths import ROOT
     doc = yaml.safe_load((ROOT / "fakes/profiles/reference.yaml").read_text())
     if key:
         doc["parameters"][section][key]["value"] = value
@@ -361,6 +362,7 @@ def test_deeply_nested_or_huge_index_lines_are_skipped_not_a_traceback():
 def test_compare_json_never_prints_a_number_json_does_not_have(tmp_path):
     import subprocess
     import sys
+
     from support.paths import ROOT
     zero = json.loads(SUMMARY)
     zero["schedulers"]["kube"]["admission_s"]["p50"] = 0.0          # a change from 0: an infinite relative change
@@ -382,6 +384,7 @@ def test_dev_stdin_as_an_input_is_refused_not_waited_on(tmp_path):
     line, not a wait for ever."""
     import subprocess
     import sys
+
     from support.paths import ROOT
     (tmp_path / "s.yaml").write_bytes(SMALL)
     for argv, expected in ((["run", "/dev/stdin"], "/dev/stdin: expected a YAML file, got a FIFO (named pipe)"),

@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from fakes.kube.cluster import leftover_processes
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
 from support.kube import KUBE_DEFAULTS, bins, drive  # noqa: F401 (fixture)

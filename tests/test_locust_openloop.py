@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from loadgen.model.job import Job
 from loadgen.input.traces import export_jsonl
+from loadgen.model.job import Job
 from support.locust_process import LOCUSTFILE, locust_rows, run_locust  # noqa: F401
 
 SERVICE_S = 0.05          # one submission at a time, 50 ms each: 20/s capacity

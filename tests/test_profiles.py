@@ -9,7 +9,6 @@ import yaml
 
 from loadgen.input.profile import BUILTIN_DIR, load
 from loadgen.input.scenario import from_dict
-
 from support.paths import ROOT
 
 

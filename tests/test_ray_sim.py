@@ -3,9 +3,9 @@ retry backoff, the periodic Tick, RESCHEDULING ahead of everyone, infeasible gro
 import pytest
 
 from fakes.ray.sim import SimRay
+from loadgen.input.scenario import from_dict
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction, TargetContext
-from loadgen.input.scenario import from_dict
 from support.simkit import job, sim
 
 # GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 + 10 us per alive node; 2 ms round trips.

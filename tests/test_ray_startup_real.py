@@ -21,12 +21,12 @@ from fakes.ray.fleet import ray_processes
 from fakes.ray.survey import pg_prefix, survey
 from fakes.real.procfs import memory_kib
 from fakes.real.procs import alive, session_pids
+from loadgen.drive.runner import run_wall
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
-from loadgen.drive.runner import run_wall
 from support.ray_fleet import ray_or_fail
 from support.recording import Recording
 

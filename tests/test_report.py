@@ -14,14 +14,13 @@ import subprocess
 import sys
 import time
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from loadgen.measure.statistics import exact_quantile
 from loadgen.output.html import build, curves
 from loadgen.output.html.data import read_admission
-from loadgen.measure.statistics import exact_quantile
 from support.browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
 from support.fuzzkit import run_cli
 from support.paths import ROOT

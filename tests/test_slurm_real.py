@@ -6,15 +6,15 @@ import time
 import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from fakes.slurm.conf import read_sched_config, scheduler_lines
 from fakes.slurm.fleet import SlurmMissing, require_slurm
 from fakes.slurm.hostlist import compress, expand
-from loadgen.model.events import Kind
-from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
 from fakes.slurm.sdiag import parse_sdiag
 from fakes.slurm.target import RealSlurm
+from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
 from support.slurm import FAST, pids_of
 
 NODES = 64

@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
 
@@ -237,6 +236,7 @@ def test_reclaim_takes_gpus_back_for_an_underserved_queue(tmp_path):
 # --- what the adapter writes (no cluster) ------------------------------------------------------
 def test_scheduler_conf_names_actions_and_tiers():
     import yaml
+
     from fakes.volcano.controlplane import scheduler_conf
     conf = yaml.safe_load(scheduler_conf({"actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
                                           "plugins": ["gang", "priority", "proportion", "binpack"],
@@ -273,6 +273,7 @@ def test_queue_names_stay_valid_and_distinct_when_the_run_label_leaves_little_ro
     """On an existing cluster a queue is gs-<run label>-<tenant>; a plain cut at 60 characters
     ended one tenant's name on '-', and the apiserver refused that queue and all its jobs (422)."""
     import re
+
     from fakes.volcano.target import dns_name
     label = "gs-20261205-004054-existing-small-f1b4a7"
     pearson, scott = dns_name(f"{label}-pearson-moreno-and-pittm"), dns_name(f"{label}-scott-howard-and-vaughn")

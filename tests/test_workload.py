@@ -1,11 +1,9 @@
 """The seeded bimodal workload: Little's law, churn multiplier, traces."""
-import numpy as np
 import pytest
 
 from loadgen.input.scenario import from_dict
 from loadgen.input.traces import TraceError, export_jsonl, import_jsonl, import_openb
 from loadgen.input.workload import generate
-
 from support.paths import OPENB_SLICE, TRACES
 
 

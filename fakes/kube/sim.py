@@ -40,7 +40,6 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from fakes.real.procfs import listeners, memory_kib
 from fakes.real.procs import session_pids
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
 

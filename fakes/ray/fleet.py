@@ -103,7 +103,7 @@ class RayFleet:
         return {**RAY_ENV, "RAY_TMPDIR": self.ray_tmpdir}
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "RayFleet":
+    def start(self) -> RayFleet:
         if importlib.util.find_spec("ray") is None:
             raise FleetError("ray is not installed in this Python: run `make venv` "
                              "(pyproject depends on ray[default])")

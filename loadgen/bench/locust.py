@@ -23,8 +23,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from loadgen.model.job import Job
 from loadgen.input.traces import export_jsonl
+from loadgen.model.job import Job
 
 TENANTS = 8
 SCALE = 60.0

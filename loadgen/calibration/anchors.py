@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
+from loadgen.drive.runner import run_virtual
+from loadgen.input.profile import Profile
+from loadgen.input.scenario import Scenario, from_dict
+from loadgen.measure.recorder import Recorder
 from loadgen.model.job import Job
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
-from loadgen.input.profile import Profile
-from loadgen.measure.recorder import Recorder
-from loadgen.drive.runner import run_virtual
-from loadgen.input.scenario import Scenario, from_dict
 
 K8S_PR131345 = ("kubernetes/kubernetes PR #131345, comment of 2025-04-23: two runs of scheduler_perf "
                 "SchedulingBasic/5000Nodes_10000Pods on master at the v1.33.0 release, on the contributor's machine "
@@ -345,6 +345,7 @@ def fit_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dict]
     """Fit `scheduler`'s knobs to its fit anchors; returns the fitted profile, the anchor rows
     (fit and held-out) and the factors found."""
     import math
+
     from loadgen.calibration.fit import Free, search
     fit = [a for a in anchors_for("reference") if a.scheduler == scheduler and a.role == "fit"]
     free = [Free("knob", k, *(spec[2:] if isinstance(spec, tuple) else (1e-3, 1e3)))
@@ -380,6 +381,7 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
     """A profile whose throughput knobs are fitted to the published anchors; the rest is `base`'s.
     A scheduler counts as calibrated only when it has a held-out anchor to validate on."""
     import copy
+
     from loadgen.input.profile import Param
     out = copy.deepcopy(base)
     out.name, out.description = name, description

@@ -37,7 +37,7 @@ from loadgen.input.profile import load as load_profile
 def run(args: argparse.Namespace) -> dict:
     out: Path = args.out
     load_before = [round(x, 2) for x in os.getloadavg()]
-    started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     sc = load_with_overrides(args.scenario, profile=args.profile, nodes=args.nodes, churn=args.churn,
                              duration_h=args.duration_h, seed=args.seed)
     reals = []

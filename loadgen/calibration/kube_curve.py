@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from loadgen.calibration.anchors import ANCHORS, ROOT, Anchor, _job, figure, simulate
-from loadgen.input.profile import Profile, load as load_profile
+from loadgen.input.profile import Profile
+from loadgen.input.profile import load as load_profile
 from loadgen.measure.recorder import Recorder
 
 

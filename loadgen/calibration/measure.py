@@ -6,8 +6,8 @@ scheduler's part of summary.json, control-plane figures included) and returns
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from statistics import median
-from typing import Callable
 
 import numpy as np
 

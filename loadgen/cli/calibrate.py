@@ -58,8 +58,9 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def anchors_main(args) -> int:
     from loadgen.calibration.anchors import calibrate_to_anchors
+    from loadgen.input.profile import dump
+    from loadgen.input.profile import load as load_profile
     from loadgen.model.registry import SCHEDULERS
-    from loadgen.input.profile import dump, load as load_profile
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if not names or set(names) - set(SCHEDULERS):
         raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {args.schedulers!r}")

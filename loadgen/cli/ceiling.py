@@ -6,8 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import (UsageError, SeedProgress, add_overrides, add_seeds, check_seed_flags, parse_schedulers,
-                                positive_float, scenario_from, seeds_from)
+from loadgen.cli.common import (
+    SeedProgress,
+    UsageError,
+    add_overrides,
+    add_seeds,
+    check_seed_flags,
+    parse_schedulers,
+    positive_float,
+    scenario_from,
+    seeds_from,
+)
 from loadgen.model.numbers import NA, fixed, significant
 
 
@@ -45,12 +54,12 @@ FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision"
 
 
 def main(args) -> int:
+    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     from loadgen.drive.ceiling import sweep
     from loadgen.drive.comparative import RESULTS_ROOT, write_report
-    from loadgen.output import storage
     from loadgen.model.errors import BackendError
+    from loadgen.output import storage
     from loadgen.output.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
-    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     existing = existing_from(args)
     if args.dry_run:
         raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")

@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from loadgen.model.errors import UserError
-from loadgen.model.registry import SCHEDULERS, backends
 from loadgen.input.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
 from loadgen.input.scenario import Scenario
+from loadgen.model.errors import UserError
+from loadgen.model.registry import SCHEDULERS, backends
 
 
 class UsageError(UserError):

@@ -4,8 +4,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import (UsageError, ProgressBar, SeedProgress, add_overrides, add_seeds, add_targets,
-                                check_seed_flags, parse_schedulers, scenario_from, seeds_from)
+from loadgen.cli.common import (
+    ProgressBar,
+    SeedProgress,
+    UsageError,
+    add_overrides,
+    add_seeds,
+    add_targets,
+    check_seed_flags,
+    parse_schedulers,
+    scenario_from,
+    seeds_from,
+)
 from loadgen.cli.existing import attached_schedulers, existing_from, preflight
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loadgen.model.target import RUN_LABEL, ChaosAction
 from loadgen.input.plan import RunPlan
+from loadgen.model.target import RUN_LABEL, ChaosAction
 
 # what one job becomes on each backend
 OBJECTS = {"kube": "one pod per member (no gang object)", "volcano": "one Volcano Job per job, one pod per member",

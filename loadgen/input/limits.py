@@ -6,9 +6,9 @@ about 1 KiB across the plan, the recorder and the target.
 """
 from __future__ import annotations
 
+from loadgen.input.scenario import Scenario, ScenarioError
 from loadgen.model.errors import TraceError
 from loadgen.model.job import Job
-from loadgen.input.scenario import Scenario, ScenarioError
 
 MAX_JOBS = 2_000_000                 # per run: ~2 GiB of plan + recorder + simulated state
 MAX_SAMPLES = 200_000                # per scheduler: timeseries rows

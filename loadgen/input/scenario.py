@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from loadgen.input import names
+from loadgen.input import names, yamlfile
 from loadgen.input import profile as profiles
-from loadgen.input import yamlfile
+from loadgen.input.profile import Profile, ProfileError
+from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import StartupSpec
-from loadgen.input.profile import Profile, ProfileError
-from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
 
 class ScenarioError(UserError):
@@ -213,7 +213,7 @@ class Scenario:
         own = [k for k in self.from_scenario if k.startswith(("control_plane.", f"schedulers.{scheduler}."))]
         return {**self.profile.status(scheduler), **({"set_by_scenario": own} if own else {})}
 
-    def with_overrides(self, **dotted: Any) -> "Scenario":
+    def with_overrides(self, **dotted: Any) -> Scenario:
         """This scenario again with dotted keys replaced (e.g. {"fleet.nodes": 1000}), validated
         from its raw data as a file saying so would be (for code that varies a built scenario; the
         CLI's flags go to load() instead)."""

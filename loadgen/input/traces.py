@@ -15,9 +15,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from loadgen.input import files, names
+from loadgen.input.workload import tenant_names
 from loadgen.model.errors import TraceError
 from loadgen.model.job import Job
-from loadgen.input.workload import tenant_names
 
 REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}
 HEADER = "gangstorm_trace"

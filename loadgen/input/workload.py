@@ -14,8 +14,8 @@ import numpy as np
 from faker import Faker
 
 from loadgen.input import limits
-from loadgen.model.job import Job
 from loadgen.input.scenario import Scenario
+from loadgen.model.job import Job
 
 
 @dataclass(frozen=True)

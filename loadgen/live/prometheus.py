@@ -51,7 +51,7 @@ class RunPrometheus:
         self.server = prom.PrometheusServer(work_dir, jobs)
         self.t0 = time.monotonic()
 
-    def start(self) -> "RunPrometheus":
+    def start(self) -> RunPrometheus:
         """Started, and gangstorm's series scraped once at zero, so that rate() over the run sees
         every observation (a counter's increase before its first scrape is invisible to it)."""
         self.server.start()

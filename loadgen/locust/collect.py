@@ -14,16 +14,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from loadgen.output import markdown as report
+from loadgen.drive.timescale import scaled_job
 from loadgen.locust.lanes import row_event
 from loadgen.locust.plan import Plan
+from loadgen.measure.recorder import Recorder
 from loadgen.measure.statistics import exact_quantile, latency_stats
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot
-from loadgen.measure.recorder import Recorder
+from loadgen.output import markdown as report
 from loadgen.output.storage import RunStore
 from loadgen.output.summary import header, scheduler_result
-from loadgen.drive.timescale import scaled_job
 
 SNAP_FIELDS = ("t", "gpus_allocated", "gpus_partial", "gpus_stranded", "pending_jobs", "partial_gangs",
                "running_jobs")
@@ -65,7 +65,7 @@ class LaneLog:
         if "final" in batch:
             self.finals[shard] = batch["final"]
 
-    def frozen(self) -> "LaneLog":
+    def frozen(self) -> LaneLog:
         """A copy whose containers the live loop no longer appends to (for a summary off the loop)."""
         c = copy.copy(self)
         c.sent, c.lateness, c.events = dict(self.sent), list(self.lateness), list(self.events)
@@ -128,7 +128,7 @@ class Collector:
             if name in self.lanes:
                 self.lanes[name].ingest(batch, shard)
 
-    def frozen(self) -> "Collector":
+    def frozen(self) -> Collector:
         c = copy.copy(self)
         c.lanes = {name: lane.frozen() for name, lane in self.lanes.items()}
         return c

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
-from loadgen.model.target import Existing
 from loadgen.input.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
 from loadgen.input.scenario import Scenario, ScenarioError
+from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
+from loadgen.model.target import Existing
 
 ARGS = [
     # dest, flag, default, help

@@ -19,11 +19,12 @@ from pathlib import Path
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen.input.scenario import ScenarioError
 from loadgen.locust.collect import Collector
-from loadgen.locust.options import OptionError, Settings, settings as parse_settings
+from loadgen.locust.options import OptionError, Settings
+from loadgen.locust.options import settings as parse_settings
 from loadgen.locust.plan import build
 from loadgen.locust.process import Process
-from loadgen.input.scenario import ScenarioError
 from loadgen.output.storage import new_run_id
 
 log = logging.getLogger("gangstorm.locust")

@@ -4,8 +4,8 @@ which head-to-head differences exceed the seed-to-seed spread. Rendered from sum
 from __future__ import annotations
 
 from loadgen.measure import spread
-from loadgen.output.aggregate import ALL, ADMISSION, BUDGET_FIGURES, BY_NAME, RESOURCE, Figure
-from loadgen.model.numbers import fixed as _fmt          # markdown's _fmt became numbers.fixed (dedupe)
+from loadgen.model.numbers import fixed as _fmt  # markdown's _fmt became numbers.fixed (dedupe)
+from loadgen.output.aggregate import ADMISSION, ALL, BUDGET_FIGURES, BY_NAME, RESOURCE, Figure
 from loadgen.output.markdown import held_out_text, refusals
 
 SIMILAR = "≈"

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.input.files import os_reason
+from loadgen.measure.recorder import Recorder
 from loadgen.model.errors import UserError
 from loadgen.model.signals import signals_held
 from loadgen.output.paths import component
-from loadgen.measure.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
                "submit_s", "sent_s", "admitted_s", "admission_s", "backend_admission_s",
@@ -118,7 +118,7 @@ class RunStore:
         self.files: dict = {"jobs.csv": {}, "timeseries.csv": {}, "committing": []}
 
     @classmethod
-    def create(cls, out_dir: Path, summary: dict, flag: str = "--out") -> "RunStore":
+    def create(cls, out_dir: Path, summary: dict, flag: str = "--out") -> RunStore:
         store = cls(check_out_dir(out_dir, flag))
         out = store.dir
         try:
@@ -136,7 +136,7 @@ class RunStore:
         return store
 
     @classmethod
-    def attach(cls, out_dir: Path) -> "RunStore":
+    def attach(cls, out_dir: Path) -> RunStore:
         """A folder the caller already made and owns (the Locust driver writes its own files there)."""
         store = cls(out_dir)
         store.dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,8 @@
 """Separate driver: ray.init against the head, STRICT_SPREAD of 2 x {GPU: 8}, report, remove."""
-import json, sys, time
+import json
+import sys
+import time
+
 import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 

@@ -1,4 +1,8 @@
-import importlib, pkgutil, ray.core.generated as g
+import importlib
+import pkgutil
+
+import ray.core.generated as g
+
 for m in sorted(x.name for x in pkgutil.iter_modules(g.__path__)):
     if not m.endswith('_pb2'):
         continue

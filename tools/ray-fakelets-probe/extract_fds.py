@@ -1,6 +1,9 @@
 """Extract serialized FileDescriptorProtos embedded in a protobuf-C++ binary."""
-import sys, re
+import re
+import sys
+
 from google.protobuf import descriptor_pb2
+
 data = open(sys.argv[1], 'rb').read()
 want = sys.argv[2].encode()
 found = {}

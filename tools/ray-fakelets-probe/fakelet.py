@@ -7,10 +7,19 @@ carrying RESOURCE_VIEW messages. Prints JSON lines; reads JSON commands on stdin
 """
 from __future__ import annotations
 
-import argparse, asyncio, collections, json, os, sys, time, threading
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+import threading
+import time
 
 import grpc
-from ray.core.generated import gcs_pb2, gcs_service_pb2 as gs, node_manager_pb2 as nm
+from ray.core.generated import gcs_pb2
+from ray.core.generated import gcs_service_pb2 as gs
+from ray.core.generated import node_manager_pb2 as nm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import syncer_proto as sp  # noqa: E402
@@ -33,7 +42,7 @@ def event(msg):
 
 
 class FakeNode:
-    def __init__(self, fleet: "Fleet", index: int, resources: dict, labels: dict):
+    def __init__(self, fleet: Fleet, index: int, resources: dict, labels: dict):
         self.fleet, self.index = fleet, index
         self.node_id = os.urandom(28)
         self.hex = self.node_id.hex()

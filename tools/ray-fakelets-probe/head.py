@@ -1,6 +1,9 @@
 """Real Ray head (GCS + one raylet with no GPU), via ray.cluster_utils.Cluster, like fakes/ray/serve.py.
 Prints {"address":...,"node_id":...} on stdout, then runs until stdin closes; shuts the cluster down."""
-import json, os, sys
+import json
+import os
+import sys
+
 from ray.cluster_utils import Cluster
 
 cpus = int(os.environ.get("HEAD_CPUS", "1"))

@@ -7,7 +7,14 @@ Every child runs in its own session; all are stopped (and checked gone) at the e
 """
 from __future__ import annotations
 
-import argparse, json, os, select, signal, subprocess, sys, tempfile, time
+import argparse
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

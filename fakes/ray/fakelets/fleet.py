@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from ray.core.generated import common_pb2, gcs_service_pb2 as gs
+from ray.core.generated import common_pb2
+from ray.core.generated import gcs_service_pb2 as gs
 
 from fakes.ray.fakelets.front import Front
 from fakes.ray.fakelets.node import FakeNode
@@ -127,7 +128,7 @@ class FakeletFleet:
                         return False
             try:
                 done = sum(await asyncio.wait_for(asyncio.gather(*(one(n) for n in live)), timeout_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await asyncio.gather(*(n.die() for n in live), return_exceptions=True)
         if self._lag_task:

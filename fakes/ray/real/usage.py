@@ -2,7 +2,8 @@
 fakelets' control-plane figures."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from loadgen.model.job import Job
 

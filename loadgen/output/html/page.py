@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loadgen.model.registry import SCHEDULERS
 from loadgen.model.numbers import readable
+from loadgen.model.registry import SCHEDULERS
 from loadgen.output.html.data import CeilingData, RunData, chaos_events, cp_columns
 from loadgen.output.html.fmt import cell, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
@@ -70,7 +70,7 @@ def _missing(msg: str) -> str:
 
 
 def render(data: RunData | CeilingData) -> str:
-    from loadgen.output.html import seeds          # a run or a search over several seeds
+    from loadgen.output.html import seeds  # a run or a search over several seeds
     if isinstance(data, CeilingData):
         return (seeds.render_ceiling if "seeds" in data.ceiling else render_ceiling)(data)
     return (seeds.render_run if data.summary.get("spread") is not None else render_run)(data)
@@ -458,7 +458,7 @@ def render_ceiling(data: CeilingData) -> str:
             load = p.get("load") or {}
             busiest = max(load.items(), key=lambda kv: (kv[1], kv[0])) if load and all(
                 isinstance(x, (int, float)) for x in load.values()) else None
-            body.append(f"<tr><td></td>" + "".join(cell(p.get(k), f"points.{n}.{i}.{k}") for _, k in POINT_COLS)
+            body.append("<tr><td></td>" + "".join(cell(p.get(k), f"points.{n}.{i}.{k}") for _, k in POINT_COLS)
                         + f"<td>{text(f'{busiest[0]} load {busiest[1]:.2f}' if busiest else 'n/a')}</td></tr>")
         body.append("</tbody></table>")
     body.append("</section>")

@@ -9,9 +9,9 @@ name that comes from a scenario or a trace (class names) is escaped here; figure
 """
 from __future__ import annotations
 
+from loadgen.model.numbers import readable as num  # html/fmt's num became numbers.readable (dedupe)
 from loadgen.output.aggregate import ADMISSION, ALL, BUDGET_FIGURES, BY_NAME, CEILING, RESOURCE, Figure
 from loadgen.output.html.data import CeilingData, RunData
-from loadgen.model.numbers import readable as num       # html/fmt's num became numbers.readable (dedupe)
 from loadgen.output.html.fmt import cell, text
 from loadgen.output.html.page import _doc, _fig, _footer, _g, _missing, _profile_section, shown_classes
 from loadgen.output.markdown_seeds import SIMILAR, marks, too_few
