@@ -79,7 +79,7 @@ def anchors_main(args) -> int:
         prof = kept
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
-    for name, entry in report.items():
+    for entry in report.values():
         for r in entry["anchors"]:
             print(f"{r['anchor']:<40} {r['role']:<9} published {r['figure']:>9.1f}  sim {r['sim']:>9.1f}  "
                   f"ratio {r['ratio']}")

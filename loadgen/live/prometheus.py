@@ -17,7 +17,10 @@ SCRAPE_S = 1.0
 
 def queries(scheduler: str, range_s: int) -> dict[str, str]:
     r = f"{max(range_s, 60)}s"
-    own = (lambda metric: f'histogram_quantile(0.99, sum(rate({metric}_bucket{{scheduler="{scheduler}"}}[{r}])) by (le))')
+
+    def own(metric: str) -> str:
+        return f'histogram_quantile(0.99, sum(rate({metric}_bucket{{scheduler="{scheduler}"}}[{r}])) by (le))'
+
     out = {
         "admission_p99_s": own("gangstorm_admission_seconds"),
         "placement_to_ready_p99_s": own("gangstorm_placement_to_ready_seconds"),
@@ -33,7 +36,10 @@ def queries(scheduler: str, range_s: int) -> dict[str, str]:
 def exact(result: dict[str, Any]) -> dict[str, Any]:
     """gangstorm's own figures for the quantities the queries estimate."""
     b = result.get("budgets") or {}
-    p99 = (lambda key: ((b.get(key) or {}).get("all") or {}).get("p99"))
+
+    def p99(key: str) -> float | None:
+        return ((b.get(key) or {}).get("all") or {}).get("p99")
+
     return {"admission_p99_s": result["admission_s"]["p99"], "placement_to_ready_p99_s": p99("placement_to_ready"),
             "rendezvous_p99_s": p99("rendezvous"), "active_util": (result.get("activity") or {}).get("active_util")}
 

@@ -134,7 +134,7 @@ class Collector:
         return c
 
     def done(self, shards: int) -> bool:
-        return all(len(l.finals) >= shards for l in self.lanes.values())
+        return all(len(lane.finals) >= shards for lane in self.lanes.values())
 
     # --- live view (web tab) ------------------------------------------------------------------
     def rows(self) -> list[dict]:
@@ -148,10 +148,10 @@ class Collector:
                 sent_by_cls[lane.jobs[jid].cls] += 1
             for cls in classes:
                 lat = lane.admit_lat.get(cls, [])
-                q = (lambda p: round(exact_quantile(lat, p), 3) if lat else None)
                 out.append({
                     "name": f"{name}/{cls}", "sent": sent_by_cls[cls], "admitted": len(lat),
-                    "p50_s": q(0.5), "p99_s": q(0.99), "p999_s": q(0.999), "failed": lane.failed_by_cls.get(cls, 0),
+                    "p50_s": _rounded_quantile(lat, 0.5), "p99_s": _rounded_quantile(lat, 0.99),
+                    "p999_s": _rounded_quantile(lat, 0.999), "failed": lane.failed_by_cls.get(cls, 0),
                     "gpus_allocated": snap["gpus_allocated"], "gpus_partial": snap["gpus_partial"],
                     "partial_gangs": snap["partial_gangs"], "pending_jobs": snap["pending_jobs"],
                     "running_jobs": snap["running_jobs"], "control_plane": cp,
@@ -204,6 +204,10 @@ class Collector:
         out["latency_clock"] = ("wall seconds (real control-plane latency, not scaled)" if st.wall
                                 else "virtual seconds (simulated scheduler, time-scaled)")
         return out, rec
+
+
+def _rounded_quantile(values: list[float], p: float) -> float | None:
+    return round(exact_quantile(values, p), 3) if values else None
 
 
 def _short(v) -> str:
