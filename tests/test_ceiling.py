@@ -176,8 +176,11 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     # the same scenario and seed search the same points to the same verdicts
     again = ceiling_cli("s.yaml", "--out", "c2", cwd=tmp_path)
     res2 = json.loads((tmp_path / "c2" / "ceiling.json").read_text())
-    strip = lambda r: json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
-                                  for n, pts in r["points"].items()}, sort_keys=True)
+
+    def strip(r):
+        return json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
+                           for n, pts in r["points"].items()}, sort_keys=True)
+
     assert again.returncode == 0 and strip(res) == strip(res2) and res["ceiling"] == res2["ceiling"]
     # the search's folder holds its page (the ceiling curve) and a complete ceiling.json
     assert res["complete"] is True and "report.html (the ceiling curve)" in p.stdout

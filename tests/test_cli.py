@@ -26,7 +26,7 @@ def test_run_writes_summary_jobs_and_report(tmp_path):
     assert set(s["fleet"]) >= {"nodes", "gpus_per_node", "leaf_size"} and s["fleet"]["nodes"] == 300
     assert {"jobs", "churn_multiplier", "arrival_rate_per_s", "offered_load"} <= set(s["workload"])
     assert list(s["schedulers"]) == ["kube", "volcano", "ray", "slurm"]
-    for name, sch in s["schedulers"].items():
+    for sch in s["schedulers"].values():
         assert PER_SCHED <= set(sch) and sch["backend"] == "sim"
         assert {"p50", "p99", "p999", "max", "count"} <= set(sch["admission_s"])
         assert sch["jobs"]["submitted"] == s["workload"]["jobs"]

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from loadgen.measure.statistics import exact_quantile
-from support.locust_process import LOCUSTFILE, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
+from support.locust_process import LOCUSTFILE, free_port, jobs_rows, locust_rows
 from support.paths import ROOT
 
 SCENARIO = """
@@ -99,7 +99,7 @@ def test_two_processes_merge_exact_latencies_at_master(tmp_path):
     jobs = jobs_rows(out / "jobs.csv")
     assert len({r["tenant"] for r in jobs}) == 4          # both shards' tenants reached the master
     stats = locust_rows(out / "locust_stats.csv")
-    for cls, by in kube["by_class"].items():
+    for cls in kube["by_class"]:
         lat_ms = [float(r["admission_s"]) * 1000 for r in jobs if r["cls"] == cls and r["admission_s"]]
         if lat_ms:
             assert float(stats[("ADMIT", f"kube/{cls}")]["99.9%"]) == pytest.approx(
@@ -110,5 +110,5 @@ def test_two_processes_merge_exact_latencies_at_master(tmp_path):
 def test_plain_locust_bad_argument_is_one_line_exit_2(tmp_path, run_locust):
     p = run_locust("-f", str(LOCUSTFILE), "--headless", "--scenario", str(tmp_path / "missing.yaml"))
     assert p.wait(timeout=60) == 2
-    errors = [l for l in p.output().splitlines() if "error" in l.lower()]
+    errors = [line for line in p.output().splitlines() if "error" in line.lower()]
     assert errors == [f"gangstorm: error: {tmp_path / 'missing.yaml'}: no such scenario file"], p.output()

@@ -26,7 +26,7 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
 from loadgen.model.target import TargetContext
-from support.kube import KUBE_DEFAULTS, bins  # noqa: F401 (fixture)
+from support.kube import KUBE_DEFAULTS
 
 pytestmark = pytest.mark.real
 

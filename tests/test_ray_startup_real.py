@@ -150,7 +150,7 @@ def test_gangs_on_warm_nodes_are_ready_after_the_container_start(targets):
     run_wall(t, jobs, [], end_s=60.0, sample_every_s=0.5, rec=rec, progress=measure)
     got = placements(t, {11, 12})
     assert sorted(got) == [11, 12], f"members never all up: {t.control_plane()}"
-    for gid, (placed, model, ready) in got.items():
+    for placed, model, ready in got.values():
         assert model - placed == pytest.approx(CONTAINER_S, abs=1e-6), "nodes should hold the image"
         assert CONTAINER_S - CLOCK_SLACK_S <= ready - placed < CONTAINER_S + WORKER_START_BOUND_S
     cp = t.control_plane()

@@ -21,7 +21,7 @@ import pytest
 from loadgen.measure.statistics import exact_quantile
 from loadgen.output.html import build, curves
 from loadgen.output.html.data import read_admission
-from support.browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
+from support.browser import ARTIFACTS
 from support.fuzzkit import run_cli
 from support.paths import ROOT
 
@@ -245,9 +245,11 @@ def test_jobs_the_cluster_refused_are_named_beside_the_tails_with_its_first_word
 
 
 def test_a_ceiling_folder_gets_its_curve_with_the_slo_line(tmp_path):
-    pts = lambda ms, slo: [{"churn_multiplier": m, "jobs": 800, "p99_s": 0.5 * m, "p999_s": 0.6 * m, "never_admitted": 0,
-                            "slo_met": 0.5 * m <= slo, "sustained": True, "met": 0.5 * m <= slo, "load": {"x": m / 20},
-                            "extra_field": [1, 2]} for m in ms]
+    def pts(ms, slo):
+        return [{"churn_multiplier": m, "jobs": 800, "p99_s": 0.5 * m, "p999_s": 0.6 * m, "never_admitted": 0,
+                 "slo_met": 0.5 * m <= slo, "sustained": True, "met": 0.5 * m <= slo, "load": {"x": m / 20},
+                 "extra_field": [1, 2]} for m in ms]
+
     ceiling = {"scenario": "t", "slo": {"admission_p99_s": 10}, "backend": "sim", "nodes": 100, "jobs_per_point": 800,
                "points": {"kube": pts([3, 6, 12, 24, 48], 10), "slurm": pts([3, 6, 9.2], 10)},
                "ceiling": {"kube": {"ceiling_churn_multiplier": 12, "broke_at_churn_multiplier": 24, "cap": None,

@@ -66,8 +66,16 @@ HEAD = {"run_id": "r", "scenario": "t", "seed": None, "complete": True, "wall_s"
                   "failed": {}, "rule": "as listed", "folders": "seeds/<seed>/"}}
 
 # kube p99 10, 20, ..., 100; volcano 5 s lower on every seed; ray = volcano -/+ 1 in turn
-KUBE, VOLCANO = (lambda s: 10.0 * s), (lambda s: 10.0 * s - 5)
-RAY = (lambda s: 10.0 * s - 5 + (1 if s % 2 else -1))
+def KUBE(s):
+    return 10.0 * s
+
+
+def VOLCANO(s):
+    return 10.0 * s - 5
+
+
+def RAY(s):
+    return 10.0 * s - 5 + (1 if s % 2 else -1)
 
 
 @pytest.fixture(scope="module")
@@ -399,7 +407,7 @@ def test_the_report_escapes_class_names_and_shows_medians_intervals_and_seed_dot
         assert f"| {name} | kube |" in r.stdout                                   # and in the terminal table
     assert page.svgs.get("spread") == 1 and page.svgs.get("classes") == 1
     checked = 0
-    for metric, value, shown in page.metrics:
+    for metric, value, _shown in page.metrics:
         want = resolve(summary["schedulers"], metric)
         assert json.loads(value) == want, metric
         checked += ".spread." in metric
@@ -416,7 +424,7 @@ def test_each_seed_reports_every_seed_in_a_child_or_in_process():
         def work(seed, progress):
             progress("kube", 0.5)
 
-        each_seed([3, 1, 2], work, 2, lambda kind, seed, *d: events.append((kind, seed)), in_process=in_process)
+        each_seed([3, 1, 2], work, 2, lambda kind, seed, *d, events=events: events.append((kind, seed)), in_process=in_process)
         assert sorted(s for k, s in events if k == "done") == [1, 2, 3]
         assert [s for k, s in events if k == "start"] == [3, 1, 2]
         assert ("progress", 3) in events

@@ -124,7 +124,7 @@ def test_bimodal_trace_gangs_chaos_and_cleanup(slurm):
     # Each gang started on all its nodes at once: one StartTime, NodeList of `members` distinct nodes.
     for tr in slurm.jobs.values():
         assert tr.starts, tr.job
-        for obs, start_epoch, nodes in tr.starts:
+        for _obs, start_epoch, nodes in tr.starts:
             assert start_epoch is not None
             assert len(nodes) == len(set(nodes)) == tr.job.members, (tr.job, nodes)
 
@@ -194,7 +194,7 @@ def test_evict_prefill_and_unsupported(slurm):
     assert [e.kind for e in ev] == [Kind.EVICTED]
     drained = set(slurm.jobs[1].nodes)
     states = slurm.cluster.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout
-    assert all(("drain" in l) for l in states.splitlines() if l.split()[0] in drained), states
+    assert all(("drain" in line) for line in states.splitlines() if line.split()[0] in drained), states
     requeued = False
     while time.monotonic() - t0 < 90 and not requeued:
         events = slurm.advance(time.monotonic() - t0)
