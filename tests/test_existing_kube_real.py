@@ -85,7 +85,8 @@ def foreign_pod(kube_cluster):
             # on gpu-00000: the node the scenario's node_failure picks (seed 5), so chaos must skip it
             "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-00000"}, "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "c", "image": "theirs/app",
-                                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
     api.create_namespaced_pod("default", body)
     deadline = time.monotonic() + 60
     while api.read_namespaced_pod("somebody-elses", "default").status.phase != "Running":
@@ -111,7 +112,8 @@ def test_a_cluster_with_somebody_elses_pod_is_refused_in_one_line_before_anythin
 
 def test_dry_run_reads_the_cluster_and_creates_nothing(kube_cluster):
     state, env, _ = kube_cluster
-    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--dry-run", env=env)
     assert r.returncode == 0, r.stderr
     assert "dry run: nothing was created" in r.stdout
@@ -124,7 +126,8 @@ def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_no
     state, env, tmp = kube_cluster
     api = core(state)
     out = tmp / "selected"
-    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--allow-foreign-workloads", "--time-scale", "120", "--quiet", "--out", str(out), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     kube = json.loads((out / "summary.json").read_text())["schedulers"]["kube"]
@@ -196,7 +199,8 @@ def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_
     from loadgen.measure.statistics import latency_stats
     state, env, tmp = kube_cluster
     out = tmp / "two-workers"
-    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--processes", "2", "--headless", "--time-scale", "120", "--out", str(out), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())

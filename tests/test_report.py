@@ -169,7 +169,8 @@ def test_report_opens_from_disk_in_chromium_with_its_figures_and_numbers(run_dir
                           ".map(s => [s.getBoundingClientRect().width, s.getBoundingClientRect().height])")
     assert all(w > 300 and h > 150 for w, h in sizes), sizes
     words = {sec: chromium.eval(f"Array.from(document.querySelectorAll('section#{sec} svg text'))"
-                                f".map(t => t.textContent).join('|')") for sec in ("admission", "timeline", "control-plane")}
+                                f".map(t => t.textContent).join('|')")
+             for sec in ("admission", "timeline", "control-plane")}
     assert "admission latency (s, log scale" in words["admission"] and "share of admitted jobs" in words["admission"]
     assert "0.999" in words["admission"] and "kube (n=" in words["admission"]
     for label in ("GPUs allocated", "partial-gang GPUs", "stranded GPUs", "pending jobs", "run time (h)", "node_fail"):
@@ -267,15 +268,16 @@ def test_a_ceiling_folder_gets_its_curve_with_the_slo_line(tmp_path):
 
 RUN = b'{"run_id": "r", "schedulers": {}}\n'
 BAD = {
-    "missing": ((["report", "{dir}/nope"], {}), "{dir}/nope: no such directory; expected a run folder (results/<run-id>/)"),
+    "missing": ((["report", "{dir}/nope"], {}),
+                "{dir}/nope: no such directory; expected a run folder (results/<run-id>/)"),
     "a-file": ((["report", "{dir}/s.json"], {"s.json": RUN}),
                "{dir}/s.json: expected a run folder (results/<run-id>/), got a file"),
     "not-a-run-folder": ((["report", "{dir}/d"], {"d/notes.txt": b"x"}),
-                         "{dir}/d: expected a run folder holding summary.json (or a ceiling folder holding ceiling.json), "
-                         "found neither"),
+                         "{dir}/d: expected a run folder holding summary.json (or a ceiling folder holding "
+                         "ceiling.json), found neither"),
     "summary-not-json": ((["report", "{dir}/d"], {"d/summary.json": b'{"run_id": '}),
-                         "{dir}/d/summary.json: not valid JSON (line 1); expected a gangstorm summary.json (with run_id "
-                         "and schedulers)"),
+                         "{dir}/d/summary.json: not valid JSON (line 1); expected a gangstorm summary.json "
+                         "(with run_id and schedulers)"),
     "summary-not-a-summary": ((["report", "{dir}/d"], {"d/summary.json": b'{"schedulers": []}'}),
                               "{dir}/d/summary.json: expected a gangstorm summary.json (with run_id and schedulers)"),
     "summary-binary": ((["report", "{dir}/d"], {"d/summary.json": b"\xff\xfe\x00"}),

@@ -42,7 +42,8 @@ def result(p99, util=0.9, classes=("large", "small"), count=100):
                                        "rejected": 0, "finished": count},
             "admission_s": adm, "admission_s_incl_pending": adm,
             "by_class": {c: {"jobs": count, "admitted": count, "never_admitted": 0,
-                             "admission_s": quantiles(p99 / 10, p99 + i, p99 * 2 + i, count)} for i, c in enumerate(classes)},
+                             "admission_s": quantiles(p99 / 10, p99 + i,
+                                                      p99 * 2 + i, count)} for i, c in enumerate(classes)},
             "budgets": {"admission": {"all": adm}, "placement_to_ready": {"all": zero}, "rendezvous": {"all": zero},
                         "time_to_training": {"all": adm}},
             "alloc_util": util, "fragmentation": 0.01, "scheduling_tax": {"tax": 0.0},
@@ -53,7 +54,8 @@ def result(p99, util=0.9, classes=("large", "small"), count=100):
 
 def per_seed(seeds, kube, volcano, ray):
     """seed -> summary.json of that seed, each scheduler's admission p99 from the given functions."""
-    return {s: {"seed": s, "duration_h": 1.0, "workload": {"jobs": 100 + s, "churn_multiplier": 3.0, "offered_load": 1.0},
+    return {s: {"seed": s, "duration_h": 1.0, "workload": {"jobs": 100 + s, "churn_multiplier": 3.0,
+                                                           "offered_load": 1.0},
                 "schedulers": {"kube": result(kube(s), util=0.9 + s / 1000), "volcano": result(volcano(s)),
                                "ray": result(ray(s))}}
             for s in seeds}
@@ -189,7 +191,8 @@ def evictions():
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_a_seed_gives_byte_identical_files_alone_and_among_other_seeds(evictions, tmp_path, parallel):
     names = ["kube", "volcano", "ray", "slurm"]
-    alone = run(evictions.with_overrides(seed=8), RunOptions(schedulers=names, out_dir=tmp_path / "alone", report=False))
+    alone = run(evictions.with_overrides(seed=8), RunOptions(schedulers=names, out_dir=tmp_path / "alone",
+                                                             report=False))
     many = run_seeds(evictions, [9, 8, 10], RunOptions(schedulers=names, out_dir=tmp_path / "many", report=False),
                      parallel=parallel)
     inside = tmp_path / "many" / "seeds" / "8"
@@ -391,14 +394,16 @@ def test_the_report_escapes_class_names_and_shows_medians_intervals_and_seed_dot
     (tmp_path / "s.yaml").write_text(body)
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", str(tmp_path / "s.yaml"), "--out", str(out),
-                        "--quiet", "--seeds", "6", "--jobs", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                        "--quiet", "--seeds", "6", "--jobs", "2"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
     page = Page()
     page.feed((out / "report.html").read_text())
     allowed = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "b", "code", "nav",
                "a", "section", "div", "table", "thead", "tbody", "tr", "th", "td", "span", "br", "figure",
-               "figcaption", "footer", "ul", "li", "svg", "g", "path", "defs", "clippath", "use", "text", "tspan", "rect"}
+               "figcaption", "footer", "ul", "li", "svg", "g", "path", "defs", "clippath", "use", "text",
+               "tspan", "rect"}
     assert {t for t, _ in page.tags} <= allowed
     assert not any(k.startswith("on") for _, a in page.tags for k in a)          # no onerror= smuggled in
     text = "".join(page.text)
@@ -424,7 +429,8 @@ def test_each_seed_reports_every_seed_in_a_child_or_in_process():
         def work(seed, progress):
             progress("kube", 0.5)
 
-        each_seed([3, 1, 2], work, 2, lambda kind, seed, *d, events=events: events.append((kind, seed)), in_process=in_process)
+        each_seed([3, 1, 2], work, 2,
+                  lambda kind, seed, *d, events=events: events.append((kind, seed)), in_process=in_process)
         assert sorted(s for k, s in events if k == "done") == [1, 2, 3]
         assert [s for k, s in events if k == "start"] == [3, 1, 2]
         assert ("progress", 3) in events

@@ -153,7 +153,8 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     assert [e for e in d.events if e.job_id in ids and e.kind in (Kind.BOUND, Kind.ADMITTED)] == []
     assert target.snapshot(d.now()).running_jobs == 0                 # the fleet stayed idle throughout
     groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")
-    why = sorted(c.get("message", "") for g in groups["items"] if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
+    why = sorted(c.get("message", "") for g in groups["items"]
+                 if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
                  for c in g.get("status", {}).get("conditions", []))
     # vc-scheduler's own words: 10 members within 85.3 GPUs deserved, the last 2 not allocatable
     assert len(why) == 3 and all(m.endswith("12 Pending, 12 minAvailable; Pending: 10 Schedulable, 2 Unschedulable")
@@ -166,7 +167,8 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     # 5 s apart instead, two run at once (each queue's request is all it holds) and the third
     # runs when the first finishes (its queue's request drops to 0)
     _, rec, _ = sim("volcano", [gang(i, t, 12, 8, 30, submit_s=5.0 * i) for i, t in
-                                zip(range(3), ("share-a", "share-b", "share-c"))], nodes=NODES, end=600, leaf_size=NODES)
+                                zip(range(3), ("share-a", "share-b", "share-c"))], nodes=NODES, end=600,
+                    leaf_size=NODES)
     admitted = rec.admit
     assert admitted[1] < admitted[0] + 30 < admitted[2]
 

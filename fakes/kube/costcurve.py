@@ -202,7 +202,8 @@ class Probe:
         sched, api = means_ms(s0, s1), means_ms(a0, a1)
         out = {"pods": pods, "threads": threads, "all_bound": ok,
                "created_per_s": round(pods / created_s, 1), "bound_per_s": round(done / (last - t0), 1),
-               "active_queue_max": max(depth, default=0.0), "active_queue_mean": round(statistics.fmean(depth), 1) if depth else 0.0,
+               "active_queue_max": max(depth, default=0.0),
+               "active_queue_mean": round(statistics.fmean(depth), 1) if depth else 0.0,
                "scheduler_ms": sched, "serial_cycle_ms": serial_cycle(sched),
                "apiserver_ms": {"bind": api.get("bind"), "create": api.get("create")}}
         out["limited_by"] = limiting_side(out)
@@ -300,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=16, help="client threads creating the burst")
     ap.add_argument("--qps", type=float, default=5000.0, help="kube-scheduler clientConnection qps and burst")
     ap.add_argument("--perf", action="store_true", help="also run scheduler_perf SchedulingBasic at each size")
-    ap.add_argument("--perf-runs", type=int, default=3, help="scheduler_perf runs per size (the figure is their median)")
+    ap.add_argument("--perf-runs", type=int, default=3,
+                    help="scheduler_perf runs per size (the figure is their median)")
     args = ap.parse_args(argv)
     for n in (int(x) for x in args.sizes.split(",")):
         r = measure(n, args)

@@ -238,7 +238,8 @@ class SimKube(KubeTraits, KubeFamily):
     def _cycle_s(self, examined: int, scored: int = 0) -> float:
         """The serial cycle: fixed part, Filter over the nodes examined, Score over the nodes scored."""
         c = self.cfg
-        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
+        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined
+                                      + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
 
     def _tick(self, t: float) -> None:
         self.tick_pending = False

@@ -225,7 +225,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
 
     def _delete(self, gang: Gang) -> None:
         """The Job goes with its pods and PodGroup (owner references)."""
-        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs", vcjob_name(gang.job.id),
+        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs",
+                           vcjob_name(gang.job.id),
                            body={"propagationPolicy": "Background"}, _request_timeout=TIMEOUT),
                    ok=(404,), failed="delete_errors")
 

@@ -39,14 +39,14 @@ K8S_GODEL = ("kubewharf/godel-scheduler docs/performance/best-practice.md: kube-
              "'about 300 pods/s' end to end (430 at the peak), read off their chart")
 K8S_FLOOR = ("kubernetes v1.36.1 test/integration/scheduler_perf/misc/performance-config.yaml, "
              "SchedulingBasic/5000Nodes_10000Pods threshold 270: a CI floor set below the lowest SchedulingThroughput "
-             "Average of recent ci-benchmark-scheduler-perf runs (README 'How to calculate the threshold', PR #136276), "
-             "not a throughput: the simulation must stay above it")
+             "Average of recent ci-benchmark-scheduler-perf runs (README 'How to calculate the threshold', PR "
+             "#136276), not a throughput: the simulation must stay above it")
 SLURM_DOC = "Slurm documentation doc/html/slurm.shtml (Performance)"
 RAY_PR = ("ray-project/ray PR #63839 release test placement_group_performance_test.py: 100 groups of N "
           "bundles, SPREAD over 5 nodes, create + wait + remove (baseline column)")
 K8S_PERF_HERE = ("kubernetes v1.36.1 test/integration/scheduler_perf SchedulingBasic run on this machine class "
-                 "(tools/k8s/scheduler-perf/performance-config.yaml; make scheduler-perf; python -m fakes.kube.schedperf): "
-                 "SchedulingThroughput Average, in-process apiserver, client QPS 5000")
+                 "(tools/k8s/scheduler-perf/performance-config.yaml; make scheduler-perf; python -m "
+                 "fakes.kube.schedperf): SchedulingThroughput Average, in-process apiserver, client QPS 5000")
 VC_DOC = ("volcano docs/user-guide/how_to_tune_volcano_performance.md: 10,000 jobs x 1 pod in about 180 s "
           "with the admission webhook disabled (8-core Kind cluster; the benchmark, wzshiming/kube-scheduling-perf, "
           "runs vc-controller-manager and vc-scheduler with --kube-api-qps/--kube-api-burst 1000)")
@@ -160,7 +160,8 @@ def _stream(rate: float, seconds: float, dur: float) -> Callable[[], list[Job]]:
 
 # scheduler_perf's client (scheduler_perf/util.go): QPS and burst 5000, and the pods created by the
 # benchmark's own Go client in the same process, not at the pace of gangstorm's Python client
-PERF_CLIENT = {"schedulers.kube.api_qps": 5000.0, "schedulers.kube.api_burst": 5000, "schedulers.kube.client_create_ms": 0.0}
+PERF_CLIENT = {"schedulers.kube.api_qps": 5000.0, "schedulers.kube.api_burst": 5000,
+               "schedulers.kube.client_create_ms": 0.0}
 
 
 def _perf_here(workload: str, nodes: int, init: int, measured: int, role: str) -> Anchor:
@@ -216,8 +217,10 @@ ANCHORS: list[Anchor] = [
     _ray_anchor(20, 112.96, "held_out"),
     _ray_anchor(40, 38.62, "fit"),
     Anchor("volcano", "volcano-10k-jobs-1-pod", 10_000 / 180.0, "pods/s", VC_DOC, "held_out",
-           {"fleet.nodes": 2000, "schedulers.volcano.controller_qps": 1000.0, "schedulers.volcano.controller_burst": 1000,
-            "schedulers.volcano.api_qps": 1000.0, "schedulers.volcano.api_burst": 1000}, _burst(0, 10_000), throughput(0)),
+           {"fleet.nodes": 2000, "schedulers.volcano.controller_qps": 1000.0,
+            "schedulers.volcano.controller_burst": 1000,
+            "schedulers.volcano.api_qps": 1000.0, "schedulers.volcano.api_burst": 1000}, _burst(0, 10_000),
+           throughput(0)),
 ]
 
 
@@ -268,8 +271,10 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
 KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]]] = {
     "kube": {"cycle": [("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us"), ("kube", "score_per_node_us")]},
     "slurm": {"rpc": [("slurm", "rpc_ms")],
-              "cycles": [("slurm", k) for k in ("main_cycle_base_ms", "main_cycle_per_job_us", "main_cycle_per_job_node_ns",
-                                                "bf_cycle_base_ms", "bf_cycle_per_job_us", "bf_cycle_per_job_node_ns")]},
+              "cycles": [("slurm", k) for k in ("main_cycle_base_ms", "main_cycle_per_job_us",
+                                                "main_cycle_per_job_node_ns",
+                                                "bf_cycle_base_ms", "bf_cycle_per_job_us",
+                                                "bf_cycle_per_job_node_ns")]},
     # no published figure varies Ray's node count, so the per-node cost (measured here at 8-16
     # raylets sharing 2 cores) is scaled with the per-group costs: an assumption, said in the profile
     "ray": {"per_group": [("ray", "gcs_base_ms"), ("ray", "commit_rtt_ms"), ("ray", "gcs_per_node_us")],
@@ -420,7 +425,8 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
         entry = {"anchors": rows, "fit": info}
         floors = [r for r in rows if r["role"] == "floor"]
         if floors:
-            entry["floors"] = {r["anchor"]: {"floor": r["figure"], "sim": r["sim"], "met": r["meets_floor"]} for r in floors}
+            entry["floors"] = {r["anchor"]: {"floor": r["figure"], "sim": r["sim"],
+                                             "met": r["meets_floor"]} for r in floors}
         if held:
             ratios = [r["ratio"] for r in held if r["ratio"] is not None]
             entry["held_out"] = {"anchors": ", ".join(r["anchor"] for r in held),

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> dict:
         rows[name] = row(label, "held_out", stats, sims[name])
     cp_keys = ("scheduler", "apiserver", "client_pace_ms", "client_pace_gangs", "nodes_ready_s", "busy_s")
     doc = {"scheduler": args.scheduler, "nodes": args.nodes, "case": label, "role": "held_out",
-           "command": "python -m loadgen.calibration.heldout_at_scale " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+           "command": "python -m loadgen.calibration.heldout_at_scale "
+           + " ".join(shlex.quote(a) for a in sys.argv[1:]),
            "started": started, "load_avg": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
            "profile": args.profile, "time_scale": args.time_scale,
            "remeasured": {f"{s}.{k}": here.params[s][k].value for (s, k) in measure.extract(

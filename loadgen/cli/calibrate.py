@@ -32,8 +32,10 @@ def add_parser(sub) -> None:
                    + "; ".join(f"{k} {','.join(map(str, v))}" for k, v in SCALES.items()) + ")")
     p.add_argument("--held-out-scale", type=positive_int, help="held-out fleet size (default per scheduler: "
                    + ", ".join(f"{k} {v}" for k, v in HELD_OUT_SCALE.items()) + ")")
-    p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO, help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
-    p.add_argument("--repeats", type=positive_int, default=3, help="real runs per case (default 3, the minimum for a spread)")
+    p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO,
+                   help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="real runs per case (default 3, the minimum for a spread)")
     add_overrides(p, "seed", "churn", "duration_h", "time_scale", time_scale=20.0)   # small fleets: 20 virtual s/s
     p.add_argument("--profile", default="local", help="profile to start from (default local)")
     p.add_argument("--write-profile", help="profile file to write or update (default <out>/profile.yaml)")
@@ -63,7 +65,8 @@ def anchors_main(args) -> int:
     from loadgen.model.registry import SCHEDULERS
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if not names or set(names) - set(SCHEDULERS):
-        raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {args.schedulers!r}")
+        raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got "
+                         f"{args.schedulers!r}")
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])

@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--precision", type=positive_float, help="stop when broken/met <= 1 + this (ceiling.precision)")
     p.add_argument("--max-multiplier", dest="max_multiplier", type=positive_float,
                    help="largest multiplier tried (ceiling.max_multiplier)")
-    p.add_argument("--max-points", dest="max_points", type=int, help="points per scheduler at most (ceiling.max_points)")
+    p.add_argument("--max-points", dest="max_points", type=int,
+                   help="points per scheduler at most (ceiling.max_points)")
     p.add_argument("--jobs", type=int, help="jobs offered at every point (ceiling.jobs)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
     add_seeds(p, "--parallel")
@@ -140,7 +141,8 @@ def render_seeds(result: dict) -> str:
         ceil += f" {m[name]}" if name in m else ""
         sat = ", ".join(f"{k} x{v}" for k, v in (c.get("saturated_seeds") or {}).items())
         caps = ", ".join(f"{k} x{v}" for k, v in (c.get("cap_seeds") or {}).items())
-        lines.append(f"{name:<10} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}" + (f" (search cap: {caps})" if caps else ""))
+        lines.append(f"{name:<10} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}"
+                     + (f" (search cap: {caps})" if caps else ""))
     if not sig.get("testable"):
         lines.append(too_few(n, sig))
     else:
@@ -157,7 +159,8 @@ def render(result: dict) -> str:
     slo = result["slo"]["admission_p99_s"]
     lines = [f"SLO: admission p99 <= {slo:g} s and <= 1% never admitted; {result['nodes']:,} nodes, "
              f"{result['jobs_per_point']:,} jobs per point, backend {result['backend']}",
-             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated at the break"]
+             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated "
+             "at the break"]
     for n, c in result["ceiling"].items():
         best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
         label = "none" if best is None else significant(best, unit="x")

@@ -116,7 +116,8 @@ def up(args) -> int:
     print(f"{args.backend} cluster {args.name!r} up in {state['up_s']} s: {ctx.fleet.nodes} nodes")
     _print_connect(state)
     print(f"drive it:  gangstorm run SCENARIO --schedulers {args.backend} {flags} --nodes {ctx.fleet.nodes}")
-    print(f"stop it:   gangstorm cluster down {args.backend}" + (f" --name {args.name}" if args.name != "default" else ""))
+    print(f"stop it:   gangstorm cluster down {args.backend}"
+          + (f" --name {args.name}" if args.name != "default" else ""))
     return 0
 
 

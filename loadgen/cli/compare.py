@@ -54,7 +54,8 @@ def per_metric(items: list[str]) -> dict[str, float]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in METRIC_NAMES:
-            raise UsageError(f"--tolerance-metric {item}: expected METRIC=T with METRIC one of {', '.join(METRIC_NAMES)}")
+            raise UsageError(f"--tolerance-metric {item}: expected METRIC=T with METRIC one of "
+                             f"{', '.join(METRIC_NAMES)}")
         try:
             out[name] = _tolerance(value)
         except Exception as e:      # argparse.ArgumentTypeError

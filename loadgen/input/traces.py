@@ -185,7 +185,8 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
                 created = float(r["creation_time"])
                 deleted = float(r["deletion_time"]) if r["deletion_time"] else None
             except (TypeError, ValueError):
-                raise TraceError(src, f"line {lineno}", "expected numeric num_gpu/creation_time/deletion_time") from None
+                raise TraceError(src, f"line {lineno}",
+                                 "expected numeric num_gpu/creation_time/deletion_time") from None
             if not all(math.isfinite(x) for x in (gpus, created, deleted or 0.0)):
                 raise TraceError(src, f"line {lineno}", "expected finite num_gpu/creation_time/deletion_time")
             if gpus < 0 or gpus != int(gpus):

@@ -25,7 +25,8 @@ def queries(scheduler: str, range_s: int) -> dict[str, str]:
         "admission_p99_s": own("gangstorm_admission_seconds"),
         "placement_to_ready_p99_s": own("gangstorm_placement_to_ready_seconds"),
         "rendezvous_p99_s": own("gangstorm_rendezvous_seconds"),
-        "active_util": f"sum(sum_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}])) / sum(count_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}]))",
+        "active_util": f"sum(sum_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}])) / "
+                       f"sum(count_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}]))",
         "apiserver_requests_per_s": f"sum(rate(apiserver_request_total[{r}]))",
         "etcd_db_bytes": "max(etcd_mvcc_db_total_size_in_bytes)",
     }

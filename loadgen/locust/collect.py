@@ -155,7 +155,8 @@ class Collector:
                     "gpus_allocated": snap["gpus_allocated"], "gpus_partial": snap["gpus_partial"],
                     "partial_gangs": snap["partial_gangs"], "pending_jobs": snap["pending_jobs"],
                     "running_jobs": snap["running_jobs"], "control_plane": cp,
-                    "lateness_p999_ms": round(exact_quantile(lane.lateness, 0.999) * 1000, 3) if lane.lateness else None,
+                    "lateness_p999_ms": (round(exact_quantile(lane.lateness, 0.999) * 1000, 3)
+                                         if lane.lateness else None),
                 })
         return out
 

@@ -19,7 +19,8 @@ ARGS = [
     ("backend", "--backend", "sim", "sim (simulated scheduler, time-scaled) or real"),
     *[(o.dest, o.flag, f"{TIME_SCALE:g}" if o.dest == "time_scale" else "", f"{o.help} (empty = the scenario's)"
        if o.key else o.help) for o in OVERRIDES.values() if o.dest != "duration_h"],
-    ("profile", "--sim-profile", "", "calibration profile of the simulated schedulers (empty = the scenario's); Locust has its own --profile"),
+    ("profile", "--sim-profile", "",
+     "calibration profile of the simulated schedulers (empty = the scenario's); Locust has its own --profile"),
     ("results_dir", "--results-dir", "", "where summary.json goes (empty = results/<run-id>)"),
 ]
 

@@ -29,7 +29,8 @@ def render(summary: dict) -> str:
         lines.append(
             f"| {name}{' (partial)' if s.get('partial') else ''} | {s['backend']} | {s['jobs']['admitted']:,} "
             f"| {s['jobs']['never_admitted']:,} "
-            f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | {fixed(a['max'], 1)} "
+            f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | "
+            f"{fixed(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
             f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {fixed(s['cost_per_million_gpu_hours'], 0)} |")
     lines += refusal_lines(summary)
@@ -65,7 +66,8 @@ def render(summary: dict) -> str:
     models = {n: s["model"] for n, s in summary["schedulers"].items() if s.get("model")}
     if models:
         prof = summary.get("profile", {})
-        lines += ["", f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
+        lines += ["",
+                  f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
         for n, m in models.items():
             if m["calibrated"]:
                 text = "calibrated, " + held_out_text(m["held_out_error"])
@@ -77,14 +79,16 @@ def render(summary: dict) -> str:
     slo = summary.get("slo", {})
     if slo:
         lines += ["", f"SLO: admission p99 <= {slo.get('admission_p99_s')} s. "
-                  + ", ".join(f"{n}: {'met' if s.get('slo_met') else 'MISSED'}" for n, s in summary["schedulers"].items())]
+                  + ", ".join(f"{n}: {'met' if s.get('slo_met') else 'MISSED'}"
+                              for n, s in summary["schedulers"].items())]
     lines += ["", "Control plane (final figures):", ""]
     for name, s in summary["schedulers"].items():
         cp = {k: v for k, v in s.get("control_plane", {}).items() if not isinstance(v, (list, dict))}
         lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
         if fk := s.get("control_plane", {}).get("fakelets"):
             lines.append(f"  - fakelets (fake raylets, docs/ray-fakelets.md): {fk.get('nodes')} in "
-                         f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end ({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
+                         f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end "
+                         f"({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
                          f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, "
                          f"{'health checks and load polls answered by fakelet-front (Go), ' if fk.get('front') == 'go' else ''}"
                          f"boot {fk.get('boot_s')} s, event-loop lag max "
@@ -148,7 +152,9 @@ def budget_lines(summary: dict) -> list[str]:
                 cells.append("n/a" if not a or not a["count"] else
                              f"{fixed(a['p50'], 1)} / {fixed(a['p99'], 1)} / {fixed(a['p999'], 1)} ({a['count']:,})")
             lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
-    lines += ["", "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, never trained |",
+    lines += ["",
+              "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, "
+              "never trained |",
               "|---|---:|---:|---:|---:|"]
     for name, s in runs.items():
         a = s["activity"]
@@ -186,4 +192,5 @@ def held_out_text(err: dict) -> str:
         head = f"held out {err['cases']} ({err['real_runs_per_case']} real runs each), real/sim " + ", ".join(parts)
     else:
         head = f"held-out published figure {err['anchors']}, published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}"
-    return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + " the goal band (ratios 0.8-1.25, util 3 pp)"
+    return head + ("; within" if err.get("within_goal")
+                   else "; OUTSIDE") + " the goal band (ratios 0.8-1.25, util 3 pp)"

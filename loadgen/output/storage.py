@@ -307,7 +307,8 @@ def _verify_seeds(d: Path, seeds: dict) -> list[str]:
     if completed - planned:
         problems.append(f"summary.json: completed seeds {sorted(completed - planned)} were not planned")
     folder = d / "seeds"
-    present = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} if folder.is_dir() else set()
+    present = {p.name for p in folder.iterdir() if p.is_dir()
+               and not p.name.startswith(".")} if folder.is_dir() else set()
     for s in sorted(completed - present):
         problems.append(f"seeds/{s}: completed in summary.json, but the folder is missing")
     for s in sorted(present):

@@ -31,6 +31,7 @@ def pytest_beside_a_hog(files: list[str], marks: str, core: int | None = 0, time
     with cpu_hog(core) as hog:
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, *files],
                            cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+                           env={**os.environ,
+                                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
         assert hog.poll() is None, "the CPU hog stopped before the tests ended"
     return r.returncode, (r.stdout + r.stderr)[-4000:]

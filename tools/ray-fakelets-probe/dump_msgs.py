@@ -9,7 +9,8 @@ TYPES = {v: k[5:].lower() for k, v in vars(descriptor.FieldDescriptor).items() i
 def show(d, indent=0, seen=None):
     print(" "*indent + f"message {d.full_name} ({d.file.name})")
     for f in d.fields:
-        t = f.message_type.full_name if f.message_type else (f.enum_type.full_name if f.enum_type else TYPES.get(f.type, f.type))
+        t = f.message_type.full_name if f.message_type else (f.enum_type.full_name if f.enum_type
+                                                             else TYPES.get(f.type, f.type))
         rep = "repeated " if getattr(f, "is_repeated", False) else ""
         print(" "*indent + f"  {f.number}: {rep}{t} {f.name}")
 names = sys.argv[1:]

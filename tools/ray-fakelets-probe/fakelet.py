@@ -115,7 +115,9 @@ class FakeNode:
                 for k, v in unit.items():
                     self.avail[k] -= v
             self.push_view()
-        event(f"{self.name} Prepare {len(req.bundle_specs)} bundles pg={req.bundle_specs[0].bundle_id.placement_group_id.hex()[:8]} ok={ok} bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
+        event(f"{self.name} Prepare {len(req.bundle_specs)} bundles "
+              f"pg={req.bundle_specs[0].bundle_id.placement_group_id.hex()[:8]} ok={ok} "
+              f"bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
         return nm.PrepareBundleResourcesReply(success=ok)
 
     async def CommitBundleResources(self, req, ctx):
@@ -127,13 +129,15 @@ class FakeNode:
             self.committed[key] = unit
             self.add_formatted(unit, key[0], key[1], +1)
         self.push_view()
-        event(f"{self.name} Commit {len(req.bundle_specs)} bundles bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
+        event(f"{self.name} Commit {len(req.bundle_specs)} bundles "
+              f"bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
         return nm.CommitBundleResourcesReply()
 
     async def RemovePlacementGroupBundles(self, req, ctx):
         n = sum(self.release((b.bundle_id.placement_group_id, b.bundle_id.bundle_index)) for b in req.bundle_specs)
         self.push_view()
-        event(f"{self.name} RemovePlacementGroupBundles pg={req.placement_group_id.hex()[:8]} {len(req.bundle_specs)} asked, {n} released bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]}")
+        event(f"{self.name} RemovePlacementGroupBundles pg={req.placement_group_id.hex()[:8]} {len(req.bundle_specs)} "
+              f"asked, {n} released bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]}")
         return nm.RemovePlacementGroupBundlesReply()
 
     async def ReleaseUnusedBundles(self, req, ctx):
@@ -181,7 +185,8 @@ class FakeNode:
                 method = details.method
                 CALLS[method] += 1
                 if CALLS[method] == 1:
-                    event(f"{node.name} first call {method} metadata={[(k, (v[:20] if isinstance(v, str) else v)) for k, v in details.invocation_metadata]}")
+                    event(f"{node.name} first call {method} "
+                          f"metadata={[(k, (v[:20] if isinstance(v, str) else v)) for k, v in details.invocation_metadata]}")
                 if method == "/grpc.health.v1.Health/Check":
                     return grpc.unary_unary_rpc_method_handler(node.health_check)
                 if method.startswith("/ray.rpc.NodeManagerService/"):
@@ -196,7 +201,8 @@ class FakeNode:
                             fn, request_deserializer=req.FromString, response_serializer=rep.SerializeToString)
                 UNIMPL[method] += 1
                 if UNIMPL[method] <= 3:
-                    event(f"{node.name} UNIMPLEMENTED {method} md={[(k, v[:16] if isinstance(v, str) else v) for k, v in details.invocation_metadata]}")
+                    event(f"{node.name} UNIMPLEMENTED {method} "
+                          f"md={[(k, v[:16] if isinstance(v, str) else v) for k, v in details.invocation_metadata]}")
                 return None
         return H()
 
@@ -211,7 +217,8 @@ class FakeNode:
         return gcs_pb2.GcsNodeInfo(
             node_id=self.node_id, node_manager_address="127.0.0.1", node_manager_port=self.port,
             object_manager_port=self.port, node_manager_hostname=self.name,
-            raylet_socket_name=f"/nonexistent/{self.name}/raylet", object_store_socket_name=f"/nonexistent/{self.name}/plasma",
+            raylet_socket_name=f"/nonexistent/{self.name}/raylet",
+                                   object_store_socket_name=f"/nonexistent/{self.name}/plasma",
             metrics_export_port=0, runtime_env_agent_port=0, metrics_agent_port=0, dashboard_agent_listen_port=0,
             resources_total=self.total, node_name=self.name, labels=self.labels,
             state=gcs_pb2.GcsNodeInfo.ALIVE, start_time_ms=now, is_head_node=False,
@@ -254,7 +261,8 @@ class Fleet:
                                             request_serializer=gs.RegisterNodeRequest.SerializeToString,
                                             response_deserializer=gs.RegisterNodeReply.FromString)
         # separate TCP connections for the syncer streams (distinct channel args defeat sharing)
-        sync_channels = [grpc.aio.insecure_channel(self.gcs, options=[("gangstorm.channel", i)]) for i in range(self.n_channels)]
+        sync_channels = [grpc.aio.insecure_channel(self.gcs,
+                                                   options=[("gangstorm.channel", i)]) for i in range(self.n_channels)]
         t = time.monotonic()
         for i in range(self.n):
             node = FakeNode(self, i, {"GPU": 8.0, "CPU": 96.0, "memory": 1e12, "object_store_memory": 1e9,
@@ -299,7 +307,8 @@ class Fleet:
                 node.sync_task.cancel()
             if node.alive:   # what a raylet does on a graceful exit
                 try:
-                    await unregister(gs.UnregisterNodeRequest(node_id=node.node_id, node_death_info=common_pb2.NodeDeathInfo(
+                    await unregister(gs.UnregisterNodeRequest(node_id=node.node_id,
+                                                              node_death_info=common_pb2.NodeDeathInfo(
                         reason=common_pb2.NodeDeathInfo.EXPECTED_TERMINATION, reason_message="fakelet fleet stopped")),
                         metadata=md, timeout=10)
                 except grpc.aio.AioRpcError as e:

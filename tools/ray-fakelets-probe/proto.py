@@ -200,10 +200,13 @@ def main():
                 time.sleep(10)
                 dt = time.monotonic() - t0
                 hz = os.sysconf("SC_CLK_TCK")
-                log(f"MEM n={n}: fleet PSS {pss_kb(fleet.pid)} kB RSS {rss_kb(fleet.pid)} kB; GCS PSS {pss_kb(gp)} kB (before fleet {gcs_before}); "
-                    f"idle CPU over {dt:.0f}s: fleet {100 * (cpu_ticks(fleet.pid) - c0f) / hz / dt:.1f}%, GCS {100 * (cpu_ticks(gp) - c0g) / hz / dt:.1f}%; "
+                log(f"MEM n={n}: fleet PSS {pss_kb(fleet.pid)} kB RSS {rss_kb(fleet.pid)} kB; GCS PSS {pss_kb(gp)} kB "
+                    f"(before fleet {gcs_before}); "
+                    f"idle CPU over {dt:.0f}s: fleet {100 * (cpu_ticks(fleet.pid) - c0f) / hz / dt:.1f}%, GCS "
+                    f"{100 * (cpu_ticks(gp) - c0g) / hz / dt:.1f}%; "
                     f"fds fleet {len(os.listdir(f'/proc/{fleet.pid}/fd'))} gcs {len(os.listdir(f'/proc/{gp}/fd'))}")
-                d = subprocess.run([PY, str(HERE / "driver.py"), addr, "basic"], env=env, capture_output=True, text=True,
+                d = subprocess.run([PY, str(HERE / "driver.py"), addr, "basic"], env=env,
+                                   capture_output=True, text=True,
                                    timeout=600, start_new_session=True)
                 log(f"driver at n={n} rc={d.returncode}: {d.stdout.strip()[-1500:]}")
                 if d.returncode:

@@ -401,7 +401,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {cls} | single pairs ({pr['n']}): p50 / p90 / p99 ratio, 1 s diff, KS D | | | "
                          f"{p50} / {p90} / {p99}, {diff}, {ks_d} | | |")
     lines += ["", "| run | loadavg start -> end | wall s | boot s | admitted / jobs | GCS sched ms p50 / p99 | "
-              "groups created | host CPU busy | fakelet loop lag max s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "groups created | host CPU busy | fakelet loop lag max s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["runs"]:
         cp = r.get("control_plane", {})
         jobs, never = r.get("jobs", {}).get("all"), r.get("never_admitted", {}).get("all", 0)

@@ -140,7 +140,8 @@ def _chaos_marks(axes, events: list[tuple[float, str]], end_h: float, label_ax) 
         h = t / 3600.0
         for ax in axes:
             ax.axvline(h, color="0.3", linestyle=":", linewidth=0.9)
-        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
+        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2),
+                          textcoords="offset points",
                           fontsize=7, va="bottom", ha="left", color="0.25")
         if kind in SPANS:
             open_[kind] = h
@@ -353,9 +354,11 @@ def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, di
                 if vals:
                     k = len(vals)
                     xs = [i + (0.5 * (j / (k - 1) - 0.5) if k > 1 else 0.0) for j in range(k)]
-                    ax.plot(xs, [_clamp(v, floor) for v in vals], "o", color=c, alpha=0.55, markersize=3.2, markeredgewidth=0)
+                    ax.plot(xs, [_clamp(v, floor) for v in vals], "o", color=c, alpha=0.55, markersize=3.2,
+                            markeredgewidth=0)
                 if e.get("low") is not None and e.get("high") is not None:
-                    ax.plot([i, i], [_clamp(e["low"], floor), _clamp(e["high"], floor)], "-", color=c, linewidth=5, alpha=0.35,
+                    ax.plot([i, i], [_clamp(e["low"], floor), _clamp(e["high"], floor)], "-", color=c,
+                            linewidth=5, alpha=0.35,
                             solid_capstyle="butt")
                 if e.get("median") is not None:
                     ax.plot([i - 0.32, i + 0.32], [_clamp(e["median"], floor)] * 2, "-", color=c, linewidth=2.2)

@@ -92,7 +92,8 @@ def render_run(data: RunData) -> str:
     names = data.schedulers
     body = [_run_header(data)]
     body.append('<nav><a href="#summary">summary</a><a href="#admission">admission</a><a href="#budgets">budgets</a>'
-                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control plane</a><a href="#profile">calibration profile</a></nav>')
+                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control '
+                'plane</a><a href="#profile">calibration profile</a></nav>')
 
     # head to head
     body.append('<section id="summary"><h2>Head to head</h2>')
@@ -226,9 +227,11 @@ BUDGETS = (("placement_to_ready", "Placement-to-ready", "admission to every memb
             "restarts included"),
            ("time_to_training", "Time to training", "intended submit to the first all-reduce: admission + "
             "placement-to-ready + rendezvous"))
-ACTIVITY_COLS = (("measured active util", "activity.active_util"), ("training SM activity", "activity.training_sm_active"),
+ACTIVITY_COLS = (("measured active util", "activity.active_util"),
+                 ("training SM activity", "activity.training_sm_active"),
                  ("active GPU-h", "activity.active_gpu_hours"), ("admitted GPU-h", "activity.admitted_gpu_hours"),
-                 ("failed starts", "activity.start_failures"), ("jobs with failed starts", "activity.jobs_with_failed_starts"),
+                 ("failed starts", "activity.start_failures"),
+                 ("jobs with failed starts", "activity.jobs_with_failed_starts"),
                  ("admitted, never trained", "activity.never_trained"))
 PLACEMENT_COLS = (("gangs placed", "placement.gangs_placed"), ("leaves mean", "placement.leaves_spanned.mean"),
                   ("leaves p99", "placement.leaves_spanned.p99"), ("leaves max", "placement.leaves_spanned.max"),
@@ -406,7 +409,8 @@ def _profile_section(data: RunData) -> str:
 def _footer(d, files: list[str]) -> str:
     present = [f for f in files if (d / f).exists()]
     return (f"<footer>Built by <code>gangstorm report {text(str(d))}</code> from {text(', '.join(present))} "
-            f"on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. Self-contained: no script, no network.</footer>")
+            f"on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. Self-contained: no script, no "
+            "network.</footer>")
 
 
 # --- a ceiling sweep --------------------------------------------------------------------------
@@ -425,7 +429,8 @@ def render_ceiling(data: CeilingData) -> str:
     ceil = {n: v for n, v in (c.get("ceiling") or {}).items() if isinstance(v, dict)}
     body = ["<header><h1>gangstorm ceiling " + text(c.get("scenario")) + "</h1>",
             f'<p class="meta">Scenario <b>{text(c.get("scenario"))}</b>; backend {text(c.get("backend", "sim"))}; '
-            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: admission '
+            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: '
+            'admission '
             f'p99 &lt;= {text(readable(slo_s))} s and at most 1% never admitted.</p></header>',
             '<section id="ceiling"><h2>Ceiling per scheduler</h2>']
     if c.get("complete") is False:
@@ -433,7 +438,8 @@ def render_ceiling(data: CeilingData) -> str:
                        'interrupted; the points below are the ones it ran, and schedulers without a ceiling row '
                        'had not finished their search.</p>')
     if ceil:
-        body.append("<table><thead><tr><th>scheduler</th>" + "".join(f'<th class="num">{h}</th>' for h, _ in CEILING_COLS)
+        body.append("<table><thead><tr><th>scheduler</th>"
+                    + "".join(f'<th class="num">{h}</th>' for h, _ in CEILING_COLS)
                     + "<th>saturated at the break</th><th>search cap</th></tr></thead><tbody>")
         for n, v in ceil.items():
             body.append(f"<tr><th>{text(n)}</th>" + "".join(cell(v.get(k), f"ceiling.{n}.{k}") for _, k in CEILING_COLS)
@@ -450,7 +456,8 @@ def render_ceiling(data: CeilingData) -> str:
         body.append(_missing("ceiling.json holds no points"))
     body.append("<h3>Points</h3>")
     for n, pts in points.items():
-        body.append(f"<table><thead><tr><th>{text(n)}</th>" + "".join(f'<th class="num">{h}</th>' for h, _ in POINT_COLS)
+        body.append(f"<table><thead><tr><th>{text(n)}</th>"
+                    + "".join(f'<th class="num">{h}</th>' for h, _ in POINT_COLS)
                     + "<th>busiest</th></tr></thead><tbody>")
         for i, p in enumerate(pts):
             if not isinstance(p, dict):
