@@ -233,7 +233,8 @@ def limiting_side(b: dict) -> str:
     busy = cyc / 1000.0 * b["bound_per_s"]
     limiter = b["scheduler_ms"].get("client_limiter") or 0.0
     if b["bound_per_s"] >= 0.9 * b["created_per_s"] and b["active_queue_max"] < 0.1 * b["pods"]:
-        return f"creates: binds kept pace ({b['bound_per_s']}/s vs {b['created_per_s']}/s created), activeQ peak {b['active_queue_max']:.0f}"
+        return (f"creates: binds kept pace ({b['bound_per_s']}/s vs {b['created_per_s']}/s created), "
+                f"activeQ peak {b['active_queue_max']:.0f}")
     if busy > 0.7:
         return f"scheduling cycle: {cyc:.2f} ms x {b['bound_per_s']}/s = {busy:.0%} of the loop busy"
     if limiter > 10.0:

@@ -126,7 +126,8 @@ class Scorer:
             std = np.sqrt(((fc - mean) ** 2 + (fm - mean) ** 2 + (fg - mean) ** 2) / 3)
             return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
         fit = (self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem] + self.fit["gpu"][free_gpus]) // self.weight_sum
-        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)   # + BalancedAllocation(cpu, memory)
+        # + BalancedAllocation(cpu, memory)
+        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)
 
 
 class SimKube(KubeTraits, KubeFamily):

@@ -212,5 +212,6 @@ class RealKube(KubeTraits, RealKubeFamily):
         if sched.get("attempt_s_total") is not None:
             # what the simulated scheduler reports as busy_s, from kube-scheduler's own metrics
             out["busy_s"] = {"scheduling-cycle": sched["attempt_s_total"],
-                             "client-qps-limiter": round(sched["client_requests"] / float(self.cfg.get("api_qps", 50)), 6)}
+                             "client-qps-limiter": round(sched["client_requests"]
+                                                         / float(self.cfg.get("api_qps", 50)), 6)}
         return out

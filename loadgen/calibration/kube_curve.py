@@ -154,7 +154,8 @@ def cycle_costs(curves: list[dict]) -> dict[str, tuple[float, str]]:
            f"(fakes/kube/costcurve.py, results/fidelity-scale/kube/curve-*n.json): ")
     return {
         "cycle_base_ms": (round(base, 4), src + "scheduler_scheduling_algorithm_duration_seconds + Reserve + Permit "
-                          "- Filter - Score (scheduler_framework_extension_point_duration_seconds), mean over the sizes"),
+                          "- Filter - Score (scheduler_framework_extension_point_duration_seconds), mean over the "
+                          "sizes"),
         "cycle_per_node_us": (round(filt, 4), src + "scheduler_framework_extension_point_duration_seconds{Filter} "
                               "/ evaluatedNodes, summed over the sizes"),
         "score_per_node_us": (round(score, 4), src + "scheduler_framework_extension_point_duration_seconds{Score} "

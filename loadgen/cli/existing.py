@@ -132,8 +132,10 @@ def _check_kubeconfig(path: str, context: str | None, remote: bool) -> None:
     try:
         doc = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError) as e:
-        raise UsageError(f"--kubeconfig {path}: expected a kubeconfig YAML, got a parse error ({type(e).__name__})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list) or not isinstance(doc.get("contexts"), list):
+        raise UsageError(f"--kubeconfig {path}: expected a kubeconfig YAML, "
+                         f"got a parse error ({type(e).__name__})") from None
+    if (not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list)
+            or not isinstance(doc.get("contexts"), list)):
         raise UsageError(f"--kubeconfig {path}: expected a kubeconfig with clusters and contexts lists")
     name = context if context is not None else doc.get("current-context")
     contexts = _named(doc["contexts"], "context", path, "contexts")
@@ -289,5 +291,6 @@ def preflight(scenario, names: list[str], backend: str, plan, existing: Existing
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
             if type(e).__name__ == "ConfigException":       # the kubernetes client refused the kubeconfig
                 raise UsageError(f"--kubeconfig {existing.kubeconfig}: {first}") from None
-            raise BackendError(f"{name}: the read-only look at the cluster failed: {type(e).__name__}: {first}") from None
+            raise BackendError(f"{name}: the read-only look at the cluster failed: "
+                               f"{type(e).__name__}: {first}") from None
     return found

@@ -29,7 +29,8 @@ def export(args) -> int:
                                          "arrival_rate_per_s": info.arrival_rate_per_s})
     except OSError as e:
         from loadgen.cli.common import UsageError
-        raise UsageError(f"{args.output}: cannot be written ({e.strerror or type(e).__name__}); nothing was written") from None
+        raise UsageError(f"{args.output}: cannot be written ({e.strerror or type(e).__name__}); "
+                         "nothing was written") from None
     print(f"wrote {len(jobs):,} jobs to {args.output} ({info.arrival_rate_per_s:.3f} jobs/s, "
           f"{info.churn_multiplier:g}x churn)")
     return 0

@@ -228,8 +228,9 @@ SCENARIO = {
             "bf_yield_sleep_s": Field(NUM, 0.5, lo=1e-6, source=SLURM_CONF + " (bf_yield_sleep 500,000 us)"),
             "max_sched_time_s": Field(NUM, 2.0, lo=1,
                                       source=SLURM_CONF + " (max_sched_time: MessageTimeout/2 within [1, 2] s)"),
-            "background_tick_s": Field(NUM, 1.0, lo=0.001, source="Slurm constant, src/slurmctld/controller.c "
-                                       "_slurmctld_background (10 x usleep(100000)); backfill_agent's idle sleep (1 s)"),
+            "background_tick_s": Field(NUM, 1.0, lo=0.001,
+                                       source="Slurm constant, src/slurmctld/controller.c _slurmctld_background "
+                                              "(10 x usleep(100000)); backfill_agent's idle sleep (1 s)"),
             "default_queue_depth": Field(int, 100, lo=1, source=SLURM_CONF + " (default_queue_depth)"),
             # Fair share and age need SlurmDBD (slurmctld ignores their weights without it); the real
             # backend runs without one, so "none" is what it does and "slurmdbd" is sim-only.

@@ -53,7 +53,8 @@ def render(summary: dict) -> str:
                   "cross-leaf GPU-h | cross-spine GPU-h |", "|---|---:|---:|---:|---:|---:|"]
         for n, q in placed.items():
             span = q["leaves_spanned"]
-            spans = "n/a" if not span else f"{fixed(span['mean'], 2)} / {fixed(span['p99'], 0)} / {fixed(span['max'], 0)}"
+            spans = ("n/a" if not span
+                     else f"{fixed(span['mean'], 2)} / {fixed(span['p99'], 0)} / {fixed(span['max'], 0)}")
             share, large = q["large_in_one_leaf_share"], q["large_gangs_placed"]
             one_leaf = "n/a" if share is None else f"{share * 100:.1f}% of {large:,}"
             lines.append(f"| {n} | {q['gangs_placed']:,} | {spans} | {one_leaf} | "
@@ -86,12 +87,12 @@ def render(summary: dict) -> str:
         cp = {k: v for k, v in s.get("control_plane", {}).items() if not isinstance(v, (list, dict))}
         lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
         if fk := s.get("control_plane", {}).get("fakelets"):
+            front = "health checks and load polls answered by fakelet-front (Go), " if fk.get("front") == "go" else ""
             lines.append(f"  - fakelets (fake raylets, docs/ray-fakelets.md): {fk.get('nodes')} in "
                          f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end "
                          f"({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
                          f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, "
-                         f"{'health checks and load polls answered by fakelet-front (Go), ' if fk.get('front') == 'go' else ''}"
-                         f"boot {fk.get('boot_s')} s, event-loop lag max "
+                         f"{front}boot {fk.get('boot_s')} s, event-loop lag max "
                          f"{fk.get('loop_lag_max_s')} s, calls not answered: {fk.get('unimplemented') or 'none'}")
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
@@ -117,7 +118,8 @@ def refusals(summary: dict) -> list[tuple[str, str, list[str]]]:
                                                                             key=lambda kv: (-kv[1], kv[0])))
         head = (f"{jobs.get('rejected', 0):,} rejected and {jobs.get('failed', 0):,} failed of "
                 f"{jobs['submitted']:,} submitted ({reasons})")
-        first = [f"first {r}: {m}" for r, m in sorted(((s.get("control_plane") or {}).get("first_refusal") or {}).items())]
+        first_refusal = (s.get("control_plane") or {}).get("first_refusal") or {}
+        first = [f"first {r}: {m}" for r, m in sorted(first_refusal.items())]
         out.append((name, head, first))
     return out
 
@@ -191,6 +193,7 @@ def held_out_text(err: dict) -> str:
             parts.append(f"util {span(err['util_diff_pp'], ' pp')}")
         head = f"held out {err['cases']} ({err['real_runs_per_case']} real runs each), real/sim " + ", ".join(parts)
     else:
-        head = f"held-out published figure {err['anchors']}, published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}"
-    return head + ("; within" if err.get("within_goal")
-                   else "; OUTSIDE") + " the goal band (ratios 0.8-1.25, util 3 pp)"
+        head = (f"held-out published figure {err['anchors']}, "
+                f"published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}")
+    return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + (
+        " the goal band (ratios 0.8-1.25, util 3 pp)")

@@ -64,7 +64,8 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     folder that already holds files (a second run would mix its rows into the first's; `reuse`
     allows it, for caches such as calibrate's), or one that cannot be created or written."""
     if str(path) == "":
-        raise OutputError(f"{flag}: expected a directory path, got an empty one (leave {flag} out for results/<run-id>)")
+        raise OutputError(f"{flag}: expected a directory path, got an empty one "
+                          f"(leave {flag} out for results/<run-id>)")
     if "\x00" in str(path):
         raise OutputError(f"{flag}: expected a directory path, got one holding a NUL character")
     p = Path(path)

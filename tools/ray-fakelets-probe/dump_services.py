@@ -12,4 +12,5 @@ for m in sorted(x.name for x in pkgutil.iter_modules(g.__path__)):
         print(f"{m}: service {s.full_name}")
         for meth in s.methods:
             print(f"    {meth.name}({meth.input_type.name}) -> "
-                  f"{meth.output_type.name}{' [client-stream]' if meth.client_streaming else ''}{' [server-stream]' if meth.server_streaming else ''}")
+                  f"{meth.output_type.name}{' [client-stream]' if meth.client_streaming else ''}"
+                  f"{' [server-stream]' if meth.server_streaming else ''}")

@@ -185,8 +185,8 @@ class FakeNode:
                 method = details.method
                 CALLS[method] += 1
                 if CALLS[method] == 1:
-                    event(f"{node.name} first call {method} "
-                          f"metadata={[(k, (v[:20] if isinstance(v, str) else v)) for k, v in details.invocation_metadata]}")
+                    meta = [(k, v[:20] if isinstance(v, str) else v) for k, v in details.invocation_metadata]
+                    event(f"{node.name} first call {method} metadata={meta}")
                 if method == "/grpc.health.v1.Health/Check":
                     return grpc.unary_unary_rpc_method_handler(node.health_check)
                 if method.startswith("/ray.rpc.NodeManagerService/"):
@@ -252,9 +252,10 @@ class Fleet:
 
     async def run(self):
         self.channel = grpc.aio.insecure_channel(self.gcs)
-        cid = await self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
-                                             request_serializer=gs.GetClusterIdRequest.SerializeToString,
-                                             response_deserializer=gs.GetClusterIdReply.FromString)(gs.GetClusterIdRequest(), timeout=10)
+        get_cluster_id = self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                                  request_serializer=gs.GetClusterIdRequest.SerializeToString,
+                                                  response_deserializer=gs.GetClusterIdReply.FromString)
+        cid = await get_cluster_id(gs.GetClusterIdRequest(), timeout=10)
         self.cluster_hex = cid.cluster_id.hex()
         md = (("ray_cluster_id", self.cluster_hex),)
         register = self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/RegisterNode",

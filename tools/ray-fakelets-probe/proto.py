@@ -124,9 +124,10 @@ def gcs_nodes(addr, cluster_hex=None):
     from ray.core.generated import gcs_service_pb2 as gs
     ch = grpc.insecure_channel(addr)
     if cluster_hex is None:
-        cluster_hex = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
-                                     request_serializer=gs.GetClusterIdRequest.SerializeToString,
-                                     response_deserializer=gs.GetClusterIdReply.FromString)(gs.GetClusterIdRequest(), timeout=10).cluster_id.hex()
+        get_cluster_id = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                        request_serializer=gs.GetClusterIdRequest.SerializeToString,
+                                        response_deserializer=gs.GetClusterIdReply.FromString)
+        cluster_hex = get_cluster_id(gs.GetClusterIdRequest(), timeout=10).cluster_id.hex()
     rep = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo",
                          request_serializer=gs.GetAllNodeInfoRequest.SerializeToString,
                          response_deserializer=gs.GetAllNodeInfoReply.FromString)(

@@ -69,7 +69,8 @@ class FakeletFleet:
             reply = await _rpc(self._channel, "GetClusterId", gs.GetClusterIdRequest, gs.GetClusterIdReply)(
                 gs.GetClusterIdRequest(), timeout=30)
         except grpc.aio.AioRpcError as e:
-            raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: {e.code().name} {e.details()}") from None
+            raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: "
+                             f"{e.code().name} {e.details()}") from None
         self.cluster_hex = reply.cluster_id.hex()
         self._md = (("ray_cluster_id", self.cluster_hex),)
         self.syncer = Syncer(self.gcs_address, self.cluster_hex, self.syncer_mode, len(self.nodes))

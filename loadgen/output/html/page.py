@@ -19,7 +19,8 @@ from loadgen.output.html.fmt import cell, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;padding:16px 24px;color:#1b1b1b}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;\
+padding:16px 24px;color:#1b1b1b}
 h1{font-size:22px;margin:.2em 0}h2{font-size:18px;margin:1.6em 0 .4em;border-bottom:1px solid #ddd;padding-bottom:3px}
 h3{font-size:15px;margin:1.1em 0 .3em}
 .meta{color:#444}.meta b{color:#1b1b1b}
@@ -361,7 +362,8 @@ def _profile_section(data: RunData) -> str:
     s = data.summary
     prof = s.get("profile") or {}
     out = ['<section id="profile"><h2>Calibration profile</h2>',
-           f"<p>Profile <b>{text(prof.get('name'))}</b> ({text(prof.get('path'))}): {text(prof.get('description'))}</p>"]
+           f"<p>Profile <b>{text(prof.get('name'))}</b> ({text(prof.get('path'))}): "
+           f"{text(prof.get('description'))}</p>"]
     models = {n: s["schedulers"][n].get("model") for n in data.schedulers if s["schedulers"][n].get("model")}
     if not models:
         out.append("<p>No simulated scheduler in this run: the results come from real backends.</p>")
@@ -396,7 +398,8 @@ def _profile_section(data: RunData) -> str:
         sections = [sec for sec in p.params if sec in models or sec not in SCHEDULERS]
         if sections:
             out.append(f"<h3>Parameters</h3><p>{text(data.profile_note)}.</p><table><thead><tr><th>parameter</th>"
-                       "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead><tbody>")
+                       "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead>"
+                       "<tbody>")
             for sec in sections:
                 for key, par in p.params[sec].items():
                     out.append(f"<tr><td>{text(sec + '.' + key)}</td>{cell(par.value)}<td>{text(par.unit)}</td>"
@@ -443,7 +446,8 @@ def render_ceiling(data: CeilingData) -> str:
                     + "<th>saturated at the break</th><th>search cap</th></tr></thead><tbody>")
         for n, v in ceil.items():
             body.append(f"<tr><th>{text(n)}</th>" + "".join(cell(v.get(k), f"ceiling.{n}.{k}") for _, k in CEILING_COLS)
-                        + f"<td>{text(v.get('saturated') or ('n/a' if v.get('broke_at_churn_multiplier') is None else 'none near full'))}"
+                        + "<td>" + text(v.get("saturated") or ("n/a" if v.get("broke_at_churn_multiplier") is None
+                                                               else "none near full"))
                         + (f" ({text(v.get('saturated_description'))})" if v.get("saturated_description") else "")
                         + f"</td><td>{text(v.get('cap') or '')}</td></tr>")
         body.append("</tbody></table>")

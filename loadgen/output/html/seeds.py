@@ -37,6 +37,11 @@ def iv_cell(entry: dict | None, path: str, mark: str = "") -> str:
     return f'<td class="num">{span("median")}{flag}<br><span class="iv">[{span("low")}, {span("high")}]</span></td>'
 
 
+def _times(counts: dict | None) -> str:
+    """"a x3, b x1" from {a: 3, b: 1}."""
+    return ", ".join(f"{k} x{x}" for k, x in (counts or {}).items())
+
+
 def _json(v) -> str:
     import json
     return json.dumps(v)
@@ -108,7 +113,8 @@ def render_run(data: RunData) -> str:
     body.append('<section id="classes"><h2>Admission by class</h2>')
     if left_out or len(figured) < len(classes):
         body.append(_missing(f"{len(classes) + left_out:,} job classes: this page shows the {len(classes):,} with the "
-                             f"most jobs in tables and draws the {len(figured)} largest; summary.json holds every class"))
+                             f"most jobs in tables and draws the {len(figured)} largest; summary.json holds every "
+                             "class"))
     for c in classes:
         body.append(f'<div data-class="{text(c)}"><h3>class {text(c)}</h3>'
                     + _figure_table(s, names, ADMISSION, c, f"by_class.{c}.spread") + "</div>")
@@ -259,8 +265,8 @@ def render_ceiling(data: CeilingData) -> str:
             body.append(f"<tr><th>{text(nm)}</th>"
                         + iv_cell(sp.get(CEILING.name), f"ceiling.{nm}.spread.{CEILING.name}", m.get(nm, ""))
                         + iv_cell(sp.get("jobs_per_s"), f"ceiling.{nm}.spread.jobs_per_s")
-                        + f"<td>{text(', '.join(f'{k} x{x}' for k, x in (v.get('saturated_seeds') or {}).items()))}</td>"
-                        + f"<td>{text(', '.join(f'{k} x{x}' for k, x in (v.get('cap_seeds') or {}).items()) or '')}</td></tr>")
+                        + f"<td>{text(_times(v.get('saturated_seeds')))}</td>"
+                        + f"<td>{text(_times(v.get('cap_seeds')) or '')}</td></tr>")
         body.append("</tbody></table>")
         svg = figures.seed_spread("ceiling-seeds", "ceiling over seeds",
                                   [("ceiling (churn x)", False, {nm: (v.get("spread") or {}).get(CEILING.name)
