@@ -158,7 +158,8 @@ TRACE_BASE = [{"id": i, "tenant": "t", "cls": "small", "members": m, "gpus_per_m
                "submit_s": 10.0 * i, "min_available": m} for i, (m, g) in enumerate([(1, 1), (2, 8), (4, 8), (1, 4)])]
 JSON_HOSTILE = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e15", "1e400", "-1", "0", "0.5", "\"7\"", "true",
                                 "null", "[]", "{}", "99999999999999999999999", "1e-320", "16", "65"])
-OPENB_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+OPENB_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                "creation_time,deletion_time,scheduled_time\n")
 
 
 @st.composite
@@ -454,7 +455,8 @@ def test_generated_cluster_configs_are_refused_in_one_line_or_looked_at_read_onl
             path = data.draw(st.sampled_from(KUBE_PATHS))
             node = doc
             for k in path[:-1]:
-                node = node[k] if isinstance(node, dict) and k in node or isinstance(node, list) and k < len(node) else None
+                node = (node[k] if isinstance(node, dict) and k in node or isinstance(node, list) and k < len(node)
+                        else None)
                 if not isinstance(node, (dict, list)):
                     break
             if isinstance(node, (dict, list)) and (path[-1] in node if isinstance(node, dict)
@@ -534,7 +536,8 @@ def test_generated_run_folders_end_in_one_line_or_a_page(run_folder, data, part,
             lines[0] = data.draw(st.sampled_from(["", "\n", "scheduler\n", "a,b,c\n", '"\n', "cp_$x$,t,scheduler\n"]))
         else:
             cells = lines[i].rstrip("\n").split(",")
-            value = str(data.draw(st.one_of(HOSTILE, NAME))).replace("\n", " ")   # drawn before the index, like the assignment did
+            # the value is drawn before the index, in the order the one-line assignment drew them
+            value = str(data.draw(st.one_of(HOSTILE, NAME))).replace("\n", " ")
             cells[data.draw(st.integers(0, len(cells) - 1))] = value
             lines[i] = ",".join(cells) + "\n"
         files[f"d/{name}"] = "".join(lines).encode("utf-8", errors="surrogateescape")

@@ -122,7 +122,8 @@ def test_dry_run_reads_the_cluster_and_creates_nothing(kube_cluster):
     assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
 
 
-def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_nothing_labelled(kube_cluster, foreign_pod):
+def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_nothing_labelled(kube_cluster,
+                                                                                               foreign_pod):
     state, env, tmp = kube_cluster
     api = core(state)
     out = tmp / "selected"
@@ -134,7 +135,8 @@ def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_no
     cp = kube["control_plane"]
     assert kube["jobs"]["rejected"] == 0 and kube["jobs"]["admitted"] > 20 and cp["evictions"] >= 1
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
-    assert kube["placement"]["gangs_placed"] >= 1 and kube["placement"]["leaves_spanned"]["max"] == 1 and kube["placement"]["cross_leaf_gpu_hours"] == 0
+    assert (kube["placement"]["gangs_placed"] >= 1 and kube["placement"]["leaves_spanned"]["max"] == 1
+            and kube["placement"]["cross_leaf_gpu_hours"] == 0)
     assert cp["foreign_pods"] == 1 and cp["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
     after = api.read_namespaced_pod("somebody-elses", "default")
     assert after.metadata.uid == foreign_pod.metadata.uid and after.status.phase == "Running"

@@ -144,7 +144,8 @@ NUMBERS_AND_NESTING = {
     "leaf-size-1e12": (run(scenario=SMALL.replace(b"{nodes: 16}", b"{nodes: 16, leaf_size: 1000000000000}")),
                        "{dir}/s.yaml: fleet.leaf_size: expected <= 1000000, got 1000000000000"),
     "trace-400-digits": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + job(members="9" * 400)}),
-                         "{dir}/t.jsonl: line 2: expected a JSON object (an integer of 400 digits; expected at most 20)"),
+                         "{dir}/t.jsonl: line 2: expected a JSON object "
+                         "(an integer of 400 digits; expected at most 20)"),
     "trace-deep": (run("--trace", "{dir}/t.jsonl",
                        files={"t.jsonl": HEAD + b'{"id": ' + b"[" * 3000 + b"]" * 3000 + b"}\n"}),
                    "{dir}/t.jsonl: line 2: expected a JSON object (nested deeper than 4 levels)"),
@@ -154,7 +155,8 @@ NUMBERS_AND_NESTING = {
                            "{dir}/b.json: expected a gangstorm summary.json, got invalid JSON (an integer of "
                            "400 digits; expected at most 20)"),
     "compare-deep": ((["compare", "{dir}/a.json", "{dir}/b.json"], {"a.json": SUMMARY, "b.json": NESTED}),
-                     "{dir}/b.json: expected a gangstorm summary.json, got invalid JSON (nested deeper than 64 levels)"),
+                     "{dir}/b.json: expected a gangstorm summary.json, "
+                     "got invalid JSON (nested deeper than 64 levels)"),
     "report-deep": ((["report", "{dir}/d"], {"d/summary.json": NESTED}),
                     "{dir}/d/summary.json: not valid JSON (nested deeper than 64 levels); expected a gangstorm "
                     "summary.json (with run_id and schedulers)"),
@@ -168,7 +170,8 @@ NUMBERS_AND_NESTING = {
 
 NAMES = {
     "name-nul": (run(scenario=SMALL.replace(b"name: t", b'name: "a\\0b"')),
-                 "{dir}/s.yaml: name: expected plain text, got a control character (U+0000) at character 1 of 'a\\x00b'"),
+                 "{dir}/s.yaml: name: expected plain text, "
+                 "got a control character (U+0000) at character 1 of 'a\\x00b'"),
     "name-newline": (run(scenario=SMALL.replace(b"name: t", b'name: "a\\nb"')),
                      "{dir}/s.yaml: name: expected plain text, got a control character (U+000A) at character 1 of "
                      "'a\\nb'"),
@@ -215,7 +218,8 @@ ZERO_JOBS_AND_TRACES = {
 PROFILES = {
     "zero-lease-period": (run("--profile", "{dir}/p.yaml",
                               files={"p.yaml": profile("control_plane", "lease_renew_s", 0)}),
-                          "--profile {dir}/p.yaml: parameters.control_plane.lease_renew_s.value: expected >= 0.1, got 0"),
+                          "--profile {dir}/p.yaml: parameters.control_plane.lease_renew_s.value: "
+                          "expected >= 0.1, got 0"),
     "zero-status-period": (run("--profile", "{dir}/p.yaml",
                                files={"p.yaml": profile("control_plane", "node_status_s", 0)}),
                            "--profile {dir}/p.yaml: parameters.control_plane.node_status_s.value: expected >= "
@@ -236,7 +240,8 @@ PROFILES = {
         "--profile {dir}/p.yaml: parameters.borg: unknown section (known: kube, volcano, ray, slurm, control_plane)"),
     "unknown-top-key": (run("--profile", "{dir}/p.yaml",
                             files={"p.yaml": profile("kube", "observe_ms", 1, "extra: 1\n")}),
-                        "--profile {dir}/p.yaml: extra: unknown key (known: name, description, parameters, validation)"),
+                        "--profile {dir}/p.yaml: extra: "
+                        "unknown key (known: name, description, parameters, validation)"),
     "validation-list": ((["profile", "show", "{dir}/p.yaml"],
                          {"p.yaml": profile("kube",
                                             "observe_ms", 1).split(b"validation:")[0]

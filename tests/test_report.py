@@ -114,7 +114,8 @@ def test_a_run_writes_its_report_with_every_number_from_summary_json(run_dir):
             assert f"{name}.admission_s.{q}" in metrics
             for c in classes:
                 assert f"{name}.by_class.{c}.admission_s.{q}" in metrics
-        assert f"{name}.control_plane.busy_s.{next(iter(summary['schedulers'][name]['control_plane']['busy_s']))}" in metrics
+        assert (f"{name}.control_plane.busy_s.{next(iter(summary['schedulers'][name]['control_plane']['busy_s']))}"
+                in metrics)
     assert p.svgs == {"admission": 1 + len(classes), "timeline": 1, "control-plane": 1, "profile": 1}
     assert "<script" not in html and "<link" not in html and " src=" not in html
     assert len(html) < 1_500_000

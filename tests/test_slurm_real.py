@@ -116,7 +116,8 @@ def test_bimodal_trace_gangs_chaos_and_cleanup(slurm):
         kinds.setdefault(e.kind, []).append(e)
 
     # Every job admitted, every job finished; none rejected or failed.
-    assert not kinds.get(Kind.REJECTED) and not kinds.get(Kind.FAILED), kinds.get(Kind.REJECTED) or kinds.get(Kind.FAILED)
+    assert not kinds.get(Kind.REJECTED) and not kinds.get(Kind.FAILED), (kinds.get(Kind.REJECTED)
+                                                                         or kinds.get(Kind.FAILED))
     admitted = {e.job_id for e in kinds[Kind.ADMITTED]}
     assert admitted == set(by_id)
     assert {e.job_id for e in kinds[Kind.FINISHED]} == set(by_id)

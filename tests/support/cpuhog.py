@@ -10,7 +10,8 @@ import sys
 
 from support.paths import ROOT
 
-BUSY = "import os, sys\nif sys.argv[1] != 'free':\n    os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+BUSY = ("import os, sys\nif sys.argv[1] != 'free':\n    os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+        "while True:\n    pass\n")
 
 
 @contextlib.contextmanager
