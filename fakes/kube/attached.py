@@ -3,7 +3,7 @@
 The subset of KubeCluster the Kubernetes-family adapters use, without owning the cluster: stop()
 ends only what gangstorm started here (its own kwok controller for run-labelled nodes), etcd is
 reached only through `--etcd-endpoint`, and the scheduler's /metrics is not assumed reachable.
-Everything the run writes carries the run label; fakes/real/kubefamily.py deletes it at exit.
+Everything the run writes carries the run label; fakes/kube/family/ deletes it at exit.
 """
 from __future__ import annotations
 

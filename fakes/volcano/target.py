@@ -1,7 +1,7 @@
 """Real Volcano on a KWOK cluster: a gang is a Volcano Job in a Queue per tenant.
 
 The cluster (started without kube-scheduler), the pod watch, admission and chaos are the
-Kubernetes family's (fakes/real/kubefamily.py); vc-scheduler and vc-controller-manager run against
+Kubernetes family's (fakes/kube/family/); vc-scheduler and vc-controller-manager run against
 its apiserver (fakes/volcano/controlplane.py). What is Volcano's own: the adapter creates the
 tenant's Queue and a Job with minAvailable, Volcano's job controller creates the pods, and when a
 running member is lost Volcano restarts the whole job (PodEvicted -> RestartJob). Pods complete

@@ -3,7 +3,7 @@
 One Collector lives in the local runner or the master. Lanes (local or on workers) hand it
 batches of raw rows: sent times, target events, snapshots, chaos entries. At the end it replays
 them into a loadgen Recorder over the jobs actually sent and summarizes with the same
-metrics.summarize and top-level keys as `gangstorm run`, so reports and SLO tests read either.
+loadgen.measure.statistics.summarize and top-level keys as `gangstorm run`, so reports and SLO tests read either.
 No Locust import here: this module is plain Python over plain data.
 """
 from __future__ import annotations

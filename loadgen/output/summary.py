@@ -1,7 +1,7 @@
 """summary.json, built in one place for every driver (`gangstorm run`, Locust, ceiling, calibrate).
 
 `header` is the run-level part, `scheduler_result` one scheduler's part from its Recorder;
-metrics.summarize does the statistics and storage.RunStore the writing.
+loadgen.measure.statistics.summarize does the statistics and storage.RunStore the writing.
 """
 from __future__ import annotations
 
