@@ -45,8 +45,8 @@ from pathlib import Path
 
 from fakes.kube import evidence, metrics, schedperf
 from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
-from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
 from fakes.kube.family.cluster import apiserver_args
+from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
 from loadgen.model.fleet import Fleet
 
 OUT = schedperf.OUT
