@@ -112,3 +112,14 @@ def test_plain_locust_bad_argument_is_one_line_exit_2(tmp_path, run_locust):
     assert p.wait(timeout=60) == 2
     errors = [line for line in p.output().splitlines() if "error" in line.lower()]
     assert errors == [f"gangstorm: error: {tmp_path / 'missing.yaml'}: no such scenario file"], p.output()
+
+
+def test_a_bad_trace_read_when_the_test_starts_is_one_line_exit_2(tmp_path, run_locust):
+    (tmp_path / "t.jsonl").write_text('{"id": 1, "members": 0, "gpus_per_member": 1, "duration_s": 5, '
+                                      '"submit_s": 0}\n')
+    (tmp_path / "s.yaml").write_text(f"name: bad-trace\nfleet: {{nodes: 10}}\nduration_h: 0.1\n"
+                                     f"workload: {{trace: {tmp_path / 't.jsonl'}}}\n")
+    p = run_locust("-f", str(LOCUSTFILE), "--headless", "-u", "1", "-r", "1", "--scenario", str(tmp_path / "s.yaml"))
+    assert p.wait(timeout=120) == 2, p.output()[-3000:]
+    errors = [line for line in p.output().splitlines() if line.startswith("gangstorm: error:")]
+    assert errors == [f"gangstorm: error: {tmp_path / 't.jsonl'}: line 1: members: expected >= 1, got 0"], p.output()

@@ -75,6 +75,8 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
     for key in STRINGS:
         if key in row and not isinstance(row[key], str):
             raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
+        if key == "name" and row.get(key) == "":
+            continue                # the job model's own "no name", as export_jsonl writes it
         if key in row and (why := (names.class_problem if key == "cls" else names.problem)(row[key])):
             raise TraceError(src, f"{where}: {key}", why)
     for key in ("members", "gpus_per_member"):
