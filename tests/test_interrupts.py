@@ -111,7 +111,7 @@ def stop_once_recording(tmp_path, name, sig, ignore_sigint=False, attempts=4):
         if done or p.poll() is not None:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=60)
+            p.communicate(timeout=300)
             continue
         os.killpg(p.pid, sig)
         os.killpg(p.pid, signal.SIGCONT)

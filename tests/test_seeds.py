@@ -246,7 +246,7 @@ def test_an_interrupted_run_keeps_the_seeds_that_finished_and_says_which(tmp_pat
                 pass
             time.sleep(0.2)
         p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
+        _, err = p.communicate(timeout=300)
     finally:
         if p.poll() is None:
             p.kill()
@@ -342,7 +342,7 @@ def test_compare_json_names_the_test(tmp_path):
     for name, doc in (("a", over(range(1, 9), KUBE)), ("b", over(range(1, 9), lambda s: KUBE(s) * 1.2))):
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
     r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "compare", str(tmp_path / "a.json"),
-                        str(tmp_path / "b.json"), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+                        str(tmp_path / "b.json"), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr
     rows = json.loads(r.stdout)["rows"]
     (row,) = [r for r in rows if (r["scheduler"], r["cls"], r["metric"]) == ("kube", "all", "admission_p99")]
