@@ -156,6 +156,15 @@ def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], groups: 
         out["load_avg"]["after"] = [round(x, 2) for x in os.getloadavg()]
 
 
+def _quiet(limit: float, wait_s: float) -> float:
+    """Wait until the 1-minute load average is below `limit` (at most wait_s); the seconds waited.
+    The previous size's own fleet keeps it up for a minute or two after it stopped."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] >= limit and time.monotonic() - t0 < wait_s:
+        time.sleep(5)
+    return round(time.monotonic() - t0, 1)
+
+
 def _terminated(signum, frame) -> None:
     print(f"costcurve: signal {signum}, stopping the fleet", file=sys.stderr, flush=True)
     sys.exit(128 + signum)                 # the finally blocks stop the fleet and write the JSON
@@ -169,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap-s", type=float, default=0.05, help="pause between one group's removal and the next")
     p.add_argument("--idle-s", type=float, default=20.0, help="idle window before the groups")
     p.add_argument("--strategy", default="SPREAD", choices=("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK"))
+    p.add_argument("--quiet-load", type=float, default=1.5,
+                   help="before each size, wait until the 1-minute load average is below this")
+    p.add_argument("--quiet-wait-s", type=float, default=900.0, help="... for at most this long (then run anyway)")
     p.add_argument("--gcs-stats", action="store_true",
                    help="have the GCS print its event-loop statistics (INFO logging: it logs five lines per bundle, "
                         "which costs it time; the curve's own figures are measured without)")
@@ -190,11 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m fakes.ray.costcurve " + " ".join(shlex.quote(x) for x in (argv if argv is not None
                                                                                     else sys.argv[1:]))
     for n in sizes:
+        waited = _quiet(a.quiet_load, a.quiet_wait_s)
         out: dict[str, Any] = {"scheduler": "ray", "nodes": n, "command": command,
                                "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                                "gcs_stats": a.gcs_stats, "workload": {"strategy": a.strategy, "groups": a.groups, "gap_s": a.gap_s,
                                             "bundle": {"GPU": 1, "CPU": 1}, "one_in_flight": True},
-                               "metrics": {}, "sim": {}}
+                               "waited_for_quiet_s": waited, "metrics": {}, "sim": {}}
         path = a.out / f"curve-{n}n{'-gcsstats' if a.gcs_stats else ''}.json"
         try:
             one_size(out, n, bundle_counts, a.groups, a.gap_s, a.idle_s, a.strategy, logs / f"{n}n", a.gcs_stats)
