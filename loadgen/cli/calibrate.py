@@ -66,9 +66,10 @@ def anchors_main(args) -> int:
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    keep = load_profile(str(path)) if path.exists() else None      # the schedulers not named keep their values
     prof, report = calibrate_to_anchors(
         names, base, path.stem, f"production-class hardware: throughput fitted to published figures, the rest "
-        f"from profile {base.name} ({base.description})", command)
+        f"from profile {base.name} ({base.description})", command, keep)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
     for name, entry in report.items():
