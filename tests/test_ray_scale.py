@@ -72,6 +72,17 @@ def test_the_per_node_costs_are_the_shared_slopes_over_sizes_the_machine_did_not
     assert "[10000] nodes left out" in src
 
 
+def test_a_fakelet_fleet_costs_a_fixed_part_and_a_round_per_node_it_is_called(tmp_path):
+    # on top of the profile's node costs: 1.5 ms (two 0.3 ms round trips and a 0.9 ms base) + 2 x 0.25 ms per node called
+    prof = with_values(load_profile("local"), {("ray", "gcs_per_node_us"): 0.5, ("ray", "gcs_per_node_scored_ns"): 0.0,
+                                               ("ray", "commit_rtt_ms"): 0.3})
+    docs = [_doc(n, {b: 1.5 + 0.5 * b + n * 0.5e-3 for b in (1, 4, 16)}) for n in (500, 2000)]
+    got = raycurve.fakelet_costs(docs, tmp_path, prof)
+    assert got[("ray", "commit_per_node_ms")] == pytest.approx(0.25)
+    assert got[("ray", "gcs_base_ms")] + 2 * got[("ray", "commit_rtt_ms")] == pytest.approx(1.5)
+    assert got[("ray", "gcs_per_bundle_ms")] == got[("ray", "gcs_per_bundle_sq_us")] == 0.0
+
+
 def test_a_size_is_this_machines_limit_when_idle_its_own_fleet_took_a_core_or_the_machine_was_loaded():
     assert raycurve.machine_limit(_doc(500, {1: 2.0})) is None
     assert "load average of 1.7" in raycurve.machine_limit(_doc(500, {1: 2.0}, load=1.7))

@@ -227,37 +227,35 @@ def bench_costs(folder: Path, per_node_us: float, scored_ns: float) -> dict[tupl
 
 
 def fakelet_costs(docs: list[dict[str, Any]], folder: Path, profile: Profile) -> dict[tuple[str, str], float]:
-    """What a fakelet fleet costs per group and per bundle in place of `profile`'s raylets: least
-    squares over the one-at-a-time curve points (sizes the machine did not limit: SPREAD, one bundle
-    per node) and the release-test shape on 5 fakelets (bench-pg-100x<B>-fakelet.json: several
-    bundles per node) of latency - the profile's node costs = base + per_bundle x B + sq x sum(k^2)
-    + 2 x per_node_called x nodes called (one fakelet process answers its nodes in turn);
-    the profile's round trip kept, its removal ratio from the 5-fakelet runs. The GCS's own node
-    costs are the profile's: only who answers the GCS changes."""
+    """What a fakelet fleet costs per group and per node called in place of `profile`'s raylets:
+    least squares over the one-at-a-time curve points (the sizes the machine did not limit; SPREAD,
+    one bundle per node) of latency - the profile's node costs = a + 2 x per_node_called x B, a being
+    the base and the profile's two round trips; its removal ratio from the release-test shape on 5
+    fakelets (bench-pg-100x<B>-fakelet.json). The GCS's own node costs are the profile's: only who
+    answers the GCS changes. (On 5 fakelets, 8 bundles to a node, the per-bundle cost is far lower:
+    a fakelet process answers per call, not per bundle.)"""
     r = {k: profile.params["ray"][k].value for k in profile.params["ray"]}
-    rows, ys = [], []
-
-    def add(nodes: int, b: int, same: int, ms: float) -> None:
-        node_ms = r["gcs_per_node_us"] * nodes / 1e3 + r["gcs_per_node_scored_ns"] * nodes * b / 1e6
-        rows.append([1.0, b, same, 2 * min(b, nodes)])
-        ys.append((ms - node_ms - 2 * r["commit_rtt_ms"], ms))
+    rows, ys, scale = [], [], []
     for d in docs:
         if not d.get("gcs_stats") and machine_limit(d) is None:
             for ph in d["metrics"]["phases"]:
-                add(d["nodes"], ph["bundles"], _same_node(ph["bundles"], d["nodes"]), ph[STAT])
+                b, n = ph["bundles"], d["nodes"]
+                rows.append([1.0, 2.0 * min(b, n)])
+                ys.append(ph[STAT] - r["gcs_per_node_us"] * n / 1e3 - r["gcs_per_node_scored_ns"] * n * b / 1e6)
+                scale.append(ph[STAT])
+    if not rows:
+        return {}
+    a, per_called = _nonneg_lstsq(np.array(rows), np.array(ys), np.array(scale))
+    rtt = min(r["commit_rtt_ms"], a / 2)
+    out = {("ray", "gcs_base_ms"): float(a - 2 * rtt), ("ray", "commit_rtt_ms"): float(rtt),
+           ("ray", "gcs_per_bundle_ms"): 0.0, ("ray", "gcs_per_bundle_sq_us"): 0.0,
+           ("ray", "commit_per_node_ms"): float(per_called)}
     ratios = []
     for b in FIT_BUNDLES:
         doc = _bench(folder, b, "-fakelet")
         for run in doc["repeats"] if doc else []:
-            add(doc["shape"]["nodes"], b, _same_node(b, doc["shape"]["nodes"]), run["gcs_scheduling_ms_p50"])
             per = run["iteration_s_median"] * 1e3 / doc["shape"]["groups"]
             ratios.append((per - run["gcs_scheduling_ms_p50"]) / run["gcs_scheduling_ms_p50"])
-    if not rows:
-        return {}
-    base, per_bundle, sq, per_called = _nonneg_lstsq(np.array(rows), np.array([y for y, _ in ys]),
-                                                     np.array([t for _, t in ys]))
-    out = {("ray", "gcs_base_ms"): float(base), ("ray", "gcs_per_bundle_ms"): float(per_bundle),
-           ("ray", "gcs_per_bundle_sq_us"): float(sq * 1e3), ("ray", "commit_per_node_ms"): float(per_called)}
     if ratios:
         out[("ray", "gcs_remove_ratio")] = float(np.median(ratios))
     return out
