@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                         "which slows it; the figure is measured without)")
     p.add_argument("--out", type=Path, default=Path("results/fidelity-scale/ray"))
     p.add_argument("--logs", type=Path, default=None, help="the fleet's and Ray's logs (default: a new /tmp folder)")
+    p.add_argument("--quiet-load", type=float, default=1.5,
+                   help="first wait until the 1-minute load average is below this (a previous fleet keeps it up)")
+    p.add_argument("--quiet-wait-s", type=float, default=900.0, help="... for at most this long (then run anyway)")
     a = p.parse_args(argv)
     try:
         bundle_counts = [int(x) for x in a.bundles.split(",")]
@@ -202,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     a.out.mkdir(parents=True, exist_ok=True)
     command = "python -m fakes.ray.pgperf " + " ".join(shlex.quote(x) for x in argv)
+    t_wait = time.monotonic()
+    while os.getloadavg()[0] >= a.quiet_load and time.monotonic() - t_wait < a.quiet_wait_s:
+        time.sleep(5)
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     load_before = [round(x, 2) for x in os.getloadavg()]
     logs = a.logs or Path(tempfile.mkdtemp(prefix="gs-pgperf-"))
