@@ -45,7 +45,7 @@ def test_the_twin_on_the_curve_workload_is_one_attempt_per_group():
     prof = with_values(load_profile("local"), {
         ("ray", "gcs_base_ms"): 1.0, ("ray", "gcs_per_bundle_ms"): 0.5, ("ray", "gcs_per_bundle_sq_us"): 0.0,
         ("ray", "gcs_per_node_us"): 0.1, ("ray", "gcs_per_node_scored_ns"): 10.0, ("ray", "commit_rtt_ms"): 0.25,
-        ("ray", "gcs_remove_ratio"): 0.5})
+        ("ray", "gcs_followup_ratio"): 0.5})
     got = raycurve.twin_stat(prof, 2000, 16, 5, "SPREAD")
     assert got == pytest.approx(1.0 + 8.0 + 0.2 + 0.32 + 0.5, abs=1e-3)
 

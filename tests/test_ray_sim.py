@@ -13,7 +13,7 @@ from simkit import job, sim
 # GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 on one node + 10 us per alive node; 2 ms round trips.
 COSTS = {"observe_ms": 0, "gcs_base_ms": 1, "gcs_per_bundle_ms": 0.5, "gcs_per_bundle_sq_us": 100,
          "gcs_per_node_us": 10, "gcs_per_node_scored_ns": 0, "commit_rtt_ms": 2, "commit_per_node_ms": 0,
-         "gcs_remove_ratio": 0}
+         "gcs_followup_ratio": 0}
 
 
 def ray(jobs, nodes=16, end=2000.0, chaos=(), **over):
@@ -57,16 +57,15 @@ def test_each_round_waits_for_the_nodes_it_calls_in_turn():
     assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 1.6 + 0.16 + 2 * (2 + 0.25)) / 1e3)
 
 
-def test_no_attempt_starts_while_the_gcs_removes_a_group():
-    # job 0 is created at 5.76 ms and done at 15.76 ms; its removal keeps the GCS half its creation
-    # (2.88 ms); job 1 arrives at 16 ms and its attempt starts at 18.64 ms
+def test_no_attempt_starts_while_the_gcs_follows_up_a_created_group():
+    # job 0's attempt takes 5.76 ms; its follow-up keeps the GCS half that again; job 1, waiting
+    # since 1 ms, starts at 8.64 ms
     one = (1 + 0.5 + 0.1 + 0.16 + 4) / 1e3
-    jobs = [job(0, 1, t=0, dur=0.01), job(1, 1, t=0.016, dur=100)]
-    _, rec, _ = ray(jobs, gcs_remove_ratio=0.5, release_ms=0)
-    assert rec.admit[0] == pytest.approx(one)
-    assert rec.admit[1] == pytest.approx(one + 0.01 + one / 2 + one)
-    _, rec, _ = ray(jobs, gcs_remove_ratio=0, release_ms=0)
-    assert rec.admit[1] == pytest.approx(0.016 + one)
+    jobs = [job(0, 1, t=0, dur=100), job(1, 1, t=0.001, dur=100)]
+    _, rec, _ = ray(jobs, gcs_followup_ratio=0.5)
+    assert list(rec.admit) == pytest.approx([one, one * 1.5 + one])
+    _, rec, _ = ray(jobs, gcs_followup_ratio=0)
+    assert list(rec.admit) == pytest.approx([one, 2 * one])
 
 
 def test_the_gcs_schedules_one_group_at_a_time():

@@ -15,10 +15,10 @@ Mechanisms modeled:
   their CPUs into another (gcs_per_node_us), then GetBestNode scores every remaining candidate once
   per pass: a pass per bundle for SPREAD and STRICT_SPREAD, one per node chosen for PACK, one for
   STRICT_PACK (gcs_per_node_scored_ns).
-- Removing a group (its job done, or evicted to be created again) takes the GCS gcs_remove_ratio x
-  what creating it took (RemovePlacementGroup, its table write, and the resource views of the nodes
-  that give the bundles back, which the GCS applies on its main thread: the creation's work undone),
-  after the attempt in progress; no attempt starts before that work is done.
+- A created group costs the GCS gcs_followup_ratio x its attempt's time again before the next
+  attempt starts: the resource views its nodes report after the prepare and the commit (applied on
+  the GCS's main thread, GcsResourceManager::Update), the table writes and the client's calls about
+  the group (wait, read, remove) that Ray's scheduling-latency statistic does not count.
 - A group that cannot be placed now is re-queued at rank = now + its backoff (retry_initial_s,
   times retry_multiplier per failure, at most retry_max_s), so younger groups go first. Nothing
   wakes the GCS when its rank comes due: the next registration, finished attempt or the
@@ -56,8 +56,7 @@ class SimRay(SimTarget):
         self._n = 0
         self.scheduling = False          # an attempt is in progress (one group at a time)
         self.tick_at: float | None = None
-        self.busy_until = 0.0            # the GCS is removing groups until then
-        self.attempt_end = 0.0           # when the attempt in progress ends
+        self.busy_until = 0.0            # the GCS follows up a created group until then
         self.wake_at: float | None = None
         self.spin: tuple | None = None   # (job, first failure, attempt cost) of a group retried back to back
         self.infeasible: dict[int, JobState] = {}
@@ -91,7 +90,6 @@ class SimRay(SimTarget):
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
         if not self.state.holdings.get(js.job.id):          # removed and created again: a new group
-            self._removal(t, js)
             js.extra.update(nodes=[], resched=False)
             self._register(js, t, t)
             self._schedule_pending(t)
@@ -105,7 +103,7 @@ class SimRay(SimTarget):
 
     def _schedule_pending(self, t: float) -> None:
         """SchedulePendingPlacementGroups: start the next due group unless an attempt is in progress
-        or the GCS is still removing groups."""
+        or the GCS is still following up a created group."""
         if t < self.busy_until:
             if self.pending and (self.wake_at is None or self.wake_at > self.busy_until):
                 self.wake_at = self.busy_until
@@ -126,16 +124,6 @@ class SimRay(SimTarget):
             return                      # superseded
         self.wake_at = None
         self._schedule_pending(t)
-
-    def _removal(self, t: float, js: JobState) -> None:
-        """A group removed: the GCS's work for it runs before any attempt that has not started."""
-        cost = self.cfg["gcs_remove_ratio"] * js.extra.pop("service_s", 0.0)
-        if cost > 0:                    # after the attempt in progress: the GCS does one thing at a time
-            self.busy_until = max(t, self.busy_until, self.attempt_end if self.scheduling else t) + cost
-            self.gcs_busy_s += cost
-
-    def _finished(self, js: JobState, t: float) -> None:
-        self._removal(t, js)
 
     def _tick_after(self, rank: float) -> None:
         tick = self.cfg["gcs_tick_s"]
@@ -181,11 +169,9 @@ class SimRay(SimTarget):
         gcs = self._cost(need, self._passes(js, need, nodes), nodes)
         if nodes is None:
             self.gcs_busy_s += gcs
-            self.attempt_end = t + gcs
             self._at(t + gcs, self._failed, js, self._possible(js))
         else:
             done = t + gcs + 2 * self.cfg["commit_rtt_ms"] / 1e3      # prepare + commit round trips
-            self.attempt_end = done
             self.gcs_busy_s += done - t
             self._at(done, self._commit, js, nodes, js.run_token)
 
@@ -220,7 +206,10 @@ class SimRay(SimTarget):
             self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member)
         self.created += 1
         self.service_ms.append((t - js.extra["attempt_t"]) * 1e3)
-        js.extra["service_s"] = js.extra.get("service_s", 0.0) + t - js.extra["attempt_t"]
+        follow = self.cfg["gcs_followup_ratio"] * (t - js.extra["attempt_t"])
+        if follow > 0:                  # the next attempt waits for the created group's follow-up work
+            self.busy_until = max(t, self.busy_until) + follow
+            self.gcs_busy_s += follow
         self.creation_ms.append((t - js.extra["queued_at"]) * 1e3)
         js.extra["resched"] = False
         self._bind(js, t, len(nodes))

@@ -210,7 +210,7 @@ KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]
 
 # Schedulers whose reference costs are this machine's measured costs times measured ratios of the
 # same benchmark, published over measured here (no search). For Ray the benchmark's time per group
-# is (1 + gcs_remove_ratio) x the GCS's scheduling time, a per-group part a (base + two round trips)
+# is (1 + gcs_followup_ratio) x the GCS's scheduling time, a per-group part a (base + two round trips)
 # plus a per-bundle part p(B) (per_bundle x B + sq x sum k^2); the two ratios f_group, f_bundle are
 # the ones that turn this machine's a and p(B) into the published times at the fit anchors (linear
 # least squares of the relative error; the same anchors the local profile is measured on, 1, 10 and
@@ -227,12 +227,12 @@ RATIOS: dict[str, dict[str, Any]] = {
 
 
 def _ray_parts(profile: Profile, bundles: int, nodes: int) -> tuple[float, float, float]:
-    """(per-group ms, per-bundle ms, 1 + removal ratio) of a SPREAD group of `bundles` on `nodes` nodes."""
+    """(per-group ms, per-bundle ms, 1 + follow-up ratio) of a SPREAD group of `bundles` on `nodes` nodes."""
     r = {k: v.value for k, v in profile.params["ray"].items()}
     per, extra = divmod(bundles, nodes)
     same = (nodes - extra) * per * per + extra * (per + 1) ** 2 if bundles >= nodes else bundles
     group = r["gcs_base_ms"] + 2 * r["commit_rtt_ms"] + 2 * r["commit_per_node_ms"] * min(bundles, nodes)
-    return group, r["gcs_per_bundle_ms"] * bundles + r["gcs_per_bundle_sq_us"] * same / 1e3, 1 + r["gcs_remove_ratio"]
+    return group, r["gcs_per_bundle_ms"] * bundles + r["gcs_per_bundle_sq_us"] * same / 1e3, 1 + r["gcs_followup_ratio"]
 
 
 def measured_ratios(scheduler: str, profile: Profile) -> tuple[dict[str, float], str]:
@@ -246,7 +246,7 @@ def measured_ratios(scheduler: str, profile: Profile) -> tuple[dict[str, float],
     rows, rhs = [], []
     for name, b in spec["fit"]:
         group, bundle, k = _ray_parts(profile, b, spec["nodes"])
-        t = 1e3 / pub[name] / k                       # the published time per group, per unit of (1 + removal)
+        t = 1e3 / pub[name] / k                       # the published time per group, per unit of (1 + follow-up)
         rows.append([group / t, bundle / t])
         rhs.append(1.0)
     f_group, f_bundle = (float(v) for v in np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0])

@@ -190,7 +190,7 @@ SCENARIO = {
             "gcs_per_node_scored_ns": Field(NUM, PROFILE, lo=0),  # ... per alive node per scoring pass (GetBestNode)
             "commit_rtt_ms": Field(NUM, PROFILE, lo=0),        # one prepare or commit round to the raylets
             "commit_per_node_ms": Field(NUM, PROFILE, lo=0),   # ... plus this per node called (they answer in turn)
-            "gcs_remove_ratio": Field(NUM, PROFILE, lo=0),     # removing a group costs the GCS this x its creation
+            "gcs_followup_ratio": Field(NUM, PROFILE, lo=0),   # a created group costs the GCS this x its attempt again
             "observe_ms": Field(NUM, PROFILE, lo=0),           # ready -> the driver's callback
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "retry_initial_s": Field(NUM, 0.1, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
