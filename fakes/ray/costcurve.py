@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         waited = _quiet(a.quiet_load, a.quiet_wait_s)
         out: dict[str, Any] = {"scheduler": "ray", "nodes": n, "command": command,
                                "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-                               "gcs_stats": a.gcs_stats, "workload": {"strategy": a.strategy, "groups": a.groups, "gap_s": a.gap_s,
+                               "gcs_stats": a.gcs_stats,
+                               "workload": {"strategy": a.strategy, "groups": a.groups, "gap_s": a.gap_s,
                                             "bundle": {"GPU": 1, "CPU": 1}, "one_in_flight": True},
                                "waited_for_quiet_s": waited, "metrics": {}, "sim": {}}
         path = a.out / f"curve-{n}n{'-gcsstats' if a.gcs_stats else ''}.json"
@@ -213,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             one_size(out, n, bundle_counts, a.groups, a.gap_s, a.idle_s, a.strategy, logs / f"{n}n", a.gcs_stats)
         finally:
             path.write_text(json.dumps(out, indent=1) + "\n")
-        rows = [(ph["bundles"], ph["gcs_scheduling_ms_p50"], ph["gcs_prepare_rpc_ms_mean"], ph["gcs_commit_rpc_ms_mean"])
-                for ph in out["metrics"].get("phases", [])]
+        rows = [(ph["bundles"], ph["gcs_scheduling_ms_p50"], ph["gcs_prepare_rpc_ms_mean"],
+                 ph["gcs_commit_rpc_ms_mean"]) for ph in out["metrics"].get("phases", [])]
         print(f"{n} nodes: (bundles, scheduling p50 ms, prepare rpc ms, commit rpc ms) {rows}; "
               f"load {out['load_avg']}; {out.get('error', 'ok')}", flush=True)
     print(f"logs: {logs}")

@@ -218,7 +218,8 @@ KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]
 # here on fakelets where no raylet shares the cost) take the per-group ratio; the per-bundle ratio
 # also carries the raylets' share of this machine's two cores.
 RATIOS: dict[str, dict[str, Any]] = {
-    "ray": {"fit": [("ray-100-groups-1-bundles", 1), ("ray-100-groups-10-bundles", 10), ("ray-100-groups-40-bundles", 40)],
+    "ray": {"fit": [("ray-100-groups-1-bundles", 1), ("ray-100-groups-10-bundles", 10),
+                    ("ray-100-groups-40-bundles", 40)],
             "nodes": 5,
             "per_group": [("ray", "gcs_base_ms"), ("ray", "commit_rtt_ms"), ("ray", "commit_per_node_ms"),
                           ("ray", "gcs_per_node_us"), ("ray", "gcs_per_node_scored_ns")],

@@ -190,8 +190,9 @@ def bench_costs(folder: Path, per_node_us: float, scored_ns: float) -> dict[tupl
     extra = {b: float(np.median([r["iteration_s_median"] * 1e3 / d["shape"]["groups"] - r["gcs_scheduling_ms_p50"]
                                  for r in d["repeats"]])) for b, d in runs.items()}
     stats = _bench(folder, min(FIT_BUNDLES), "-gcsstats")
-    rpc = [r for r in (stats or {}).get("repeats", []) if r.get("gcs_prepare_rpc_ms_mean") and r.get("gcs_commit_rpc_ms_mean")]
-    rtt = float(np.median([(r["gcs_prepare_rpc_ms_mean"] + r["gcs_commit_rpc_ms_mean"]) / 2 for r in rpc])) if rpc else 0.0
+    rpc = [(r["gcs_prepare_rpc_ms_mean"] + r["gcs_commit_rpc_ms_mean"]) / 2 for r in (stats or {}).get("repeats", [])
+           if r.get("gcs_prepare_rpc_ms_mean") and r.get("gcs_commit_rpc_ms_mean")]
+    rtt = float(np.median(rpc)) if rpc else 0.0
     # the nodes' part is known from the curve; the rest is a + per_bundle x B + sq x sum(k^2), and a
     # is the two round trips (as the GCS's statistics time its calls, at most a / 2 each) plus the base
     x = np.array([[1.0, b, _same_node(b, nodes)] for b in sched])
