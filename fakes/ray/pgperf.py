@@ -17,7 +17,9 @@ event-loop statistics (fakes/ray/gcsstats.py) give its own timings of the calls 
 placement-group table gives each created group's scheduling and creation latency.
 
 Writes bench-pg-<groups>x<B>.json per bundle count: {"figure": groups/s (median of the repeats'
-means), "unit", "command", "started", "load_avg", "repeats": [...], "gcs": {...}}.
+means), "unit", "command", "started", "load_avg", "repeats": [...]}; with --add, this run's repeats
+join the file's (the figure is then the median of all, each run listed under "runs"): on two shared
+cores one run's three repeats can differ 2.5x.
 """
 from __future__ import annotations
 
@@ -147,8 +149,20 @@ def _next_print(gcs_out, prints: int, wait_s: float = 6.0):
         time.sleep(0.2)
 
 
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Two runs of the same shape as one result: every repeat kept, the figure their median; the
+    newer run's command, start and load on top, each run's under "runs"."""
+    if old.get("shape") != new.get("shape") or old.get("gcs_stats") != new.get("gcs_stats"):
+        raise ValueError("not the same benchmark shape")
+    runs = old.get("runs") or [{k: old[k] for k in ("command", "started", "load_avg")} | {"repeats": len(old["repeats"])}]
+    repeats = old["repeats"] + new["repeats"]
+    return {**new, "figure": round(median(r["groups_per_s"] for r in repeats), 3), "repeats": repeats,
+            "spread": [min(r["groups_per_s"] for r in repeats), max(r["groups_per_s"] for r in repeats)],
+            "runs": runs + [{k: new[k] for k in ("command", "started", "load_avg")} | {"repeats": len(new["repeats"])}]}
+
+
 def write(out: dict[str, Any], groups: int, folder: Path, command: str, started: str,
-          load_before: list[float]) -> list[Path]:
+          load_before: list[float], add: bool = False) -> list[Path]:
     paths = []
     after = [round(x, 2) for x in os.getloadavg()]
     for b, runs in out["per_bundles"].items():
@@ -165,6 +179,8 @@ def write(out: dict[str, Any], groups: int, folder: Path, command: str, started:
                "gcs_stats": out["gcs_stats"], "repeats": runs, "boot_s": out.get("boot_s")}
         suffix = ("" if out["kind"] == "raylet" else f"-{out['kind']}") + ("-gcsstats" if out["gcs_stats"] else "")
         path = folder / f"bench-pg-{groups}x{b}{suffix}.json"
+        if add and path.exists():
+            doc = merged(json.loads(path.read_text()), doc)
         path.write_text(json.dumps(doc, indent=1) + "\n")
         paths.append(path)
     return paths
@@ -191,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
                         "which slows it; the figure is measured without)")
     p.add_argument("--out", type=Path, default=Path("results/fidelity-scale/ray"))
     p.add_argument("--logs", type=Path, default=None, help="the fleet's and Ray's logs (default: a new /tmp folder)")
+    p.add_argument("--add", action="store_true",
+                   help="add this run's repeats to the result files already there (the figure: the median of all)")
     p.add_argument("--quiet-load", type=float, default=1.5,
                    help="first wait until the 1-minute load average is below this (a previous fleet keeps it up)")
     p.add_argument("--quiet-wait-s", type=float, default=900.0, help="... for at most this long (then run anyway)")
@@ -215,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bench(out, a.kind, a.nodes, bundle_counts, a.groups, a.repeat, logs, a.gcs_stats)
     finally:
-        for path in write(out, a.groups, a.out, command, started, load_before) if out.get("per_bundles") else []:
+        for path in write(out, a.groups, a.out, command, started, load_before, a.add) if out.get("per_bundles") else []:
             doc = json.loads(path.read_text())
             print(f"{path}: {doc['figure']} groups/s (repeats {doc['spread']})")
     print(f"logs: {logs}")
