@@ -20,7 +20,7 @@ anchors: $(STAMP)
 .PHONY: fidelity-scale fidelity-scale-ray
 fidelity-scale: fidelity-scale-ray
 
-# Ray (about 25 minutes on 2 cores): the real GCS's cost against nodes on fakelets, Ray's placement-group
+# Ray (about 30 minutes on 2 cores): the real GCS's cost against nodes on fakelets, Ray's placement-group
 # release test on 5 raylets (with and without the GCS's statistics printing) and on 5 fakelets; then
 # the measured costs into the local profile (its lags re-fitted on the kept calibration runs, no
 # backend), the reference profile's Ray costs by measured ratios, the twin's values into the curve
@@ -29,6 +29,7 @@ fidelity-scale-ray: ray-deps
 	$(BIN)/python -m fakes.ray.costcurve --sizes 500,2000,5000,10000 --bundles 1,4,16,64 --groups 30 \
 	  --out results/fidelity-scale/ray
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 --out results/fidelity-scale/ray
+	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 --add --out results/fidelity-scale/ray
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --gcs-stats --out results/fidelity-scale/ray
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --kind fakelet --out results/fidelity-scale/ray
 	rm -rf results/fidelity-scale/ray/heldout-2000n

@@ -164,7 +164,7 @@ def _nonneg_lstsq(x: np.ndarray, y: np.ndarray, scale: np.ndarray | None = None)
 FIT_BUNDLES = (1, 10, 40)
 BENCH = "bench-pg-100x{b}{suffix}.json"
 COSTCURVE_CMD = "python -m fakes.ray.costcurve --sizes 500,2000,5000,10000 --bundles 1,4,16,64 --groups 30"
-PGPERF_CMD = "python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3"
+PGPERF_CMD = "python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 [--add]"
 PGPERF_STATS_CMD = "python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --gcs-stats"
 
 
