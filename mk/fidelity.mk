@@ -24,7 +24,7 @@ fidelity-scale: fidelity-scale-ray
 # release test on 5 raylets (with and without the GCS's statistics printing) and on 5 fakelets; then
 # the measured costs into the local profile (its lags re-fitted on the kept calibration runs, no
 # backend), the reference profile's Ray costs by measured ratios, the twin's values into the curve
-# files, the held-out burst on 2,000 fakelets against its twin, and the local anchors.
+# files, the held-out burst on 2,000 (twice) and 5,000 fakelets against its twin, and the local anchors.
 fidelity-scale-ray: ray-deps
 	$(BIN)/python -m fakes.ray.costcurve --sizes 500,2000,5000,10000 --bundles 1,4,16,64 --groups 30 \
 	  --out results/fidelity-scale/ray
@@ -32,12 +32,13 @@ fidelity-scale-ray: ray-deps
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 --add --out results/fidelity-scale/ray
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --gcs-stats --out results/fidelity-scale/ray
 	$(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --kind fakelet --out results/fidelity-scale/ray
-	rm -rf results/fidelity-scale/ray/heldout-2000n
+	rm -rf results/fidelity-scale/ray/heldout-2000n results/fidelity-scale/ray/heldout-5000n
 	$(BIN)/python -m loadgen.calibration.raycurve --write-profile fakes/profiles/local.yaml --write
 	$(BIN)/gangstorm calibrate --schedulers ray --profile local --write-profile fakes/profiles/local.yaml \
 	  --out results/calibration
 	$(BIN)/gangstorm calibrate --anchors --schedulers ray --profile local --write-profile fakes/profiles/reference.yaml
-	$(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 2000 \
-	  --fakelet-costs results/fidelity-scale/ray \
-	  --out results/fidelity-scale/ray/heldout-2000n
+	$(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 2000 --repeat 2 \
+	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-2000n
+	$(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 5000 \
+	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-5000n
 	$(BIN)/gangstorm profile anchors local --schedulers ray
