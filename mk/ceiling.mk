@@ -1,4 +1,4 @@
-# Control-plane ceilings on the real schedulers (README: Control-plane ceilings). A benchmark, not a
+# Control-plane ceilings on the real schedulers (docs/ceilings.md). A benchmark, not a
 # CI test (tests/test_ceiling_real.py runs two points per scheduler): each point starts the real
 # control plane on 32 fake nodes; about 10-25 minutes per scheduler on 2 cores.
 .PHONY: ceiling ceiling-real

@@ -17,3 +17,9 @@ k8s-bins:
 	else echo "k8s-bins: present in $(GANGSTORM_BIN_DIR) (tools/k8s/build-bins.sh to re-check versions)"; fi
 
 TEST_DEPS += k8s-bins
+
+# kube-scheduler's own benchmark (scheduler_perf) from the same pinned module, as a test binary;
+# fakes/kube/schedperf.py runs its SchedulingBasic workloads (tools/k8s/scheduler-perf/).
+.PHONY: scheduler-perf
+scheduler-perf:
+	@KUBE_VERSION=$(KUBE_VERSION) tools/k8s/build-scheduler-perf.sh

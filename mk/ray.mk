@@ -18,7 +18,7 @@ $(FAKELET_FRONT): $(FAKELET_FRONT_SRC)
 	cd fakes/ray/fakelets/front && go build -trimpath -o $(FAKELET_FRONT) .
 
 ray-test: ray-deps
-	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup.py tests/test_ray_fakelets.py tests/test_ray_fakelets_calibration.py tests/test_ray_fakelets_front.py tests/test_existing_ray_fakelets.py
+	$(BIN)/pytest -q -rfE --durations=10 tests/test_ray_real.py tests/test_ray_startup_real.py tests/test_ray_fakelets_real.py tests/test_ray_fakelets_calibration_real.py tests/test_ray_fakelets_front_real.py tests/test_existing_ray_fakelets_real.py
 
 # Boot time, memory per raylet, serial STRICT_SPREAD latency, sustained groups/s: make ray-bench RAY_NODES=32
 ray-bench: ray-deps

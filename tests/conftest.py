@@ -3,9 +3,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "traces"
-os.environ.setdefault("GANGSTORM_ROOT", str(ROOT))
+pytest.register_assert_rewrite("support")
+
+from support.paths import ROOT  # noqa: E402 (after the rewrite hook, so support's asserts explain themselves)
+
+
+def pytest_configure(config):
+    os.environ.setdefault("GANGSTORM_ROOT", str(ROOT))
 
 
 @pytest.fixture

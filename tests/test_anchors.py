@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.calibration.anchors import ANCHORS, _job, table, throughput
+from loadgen.calibration.anchors import ANCHORS, _job, sampled_throughput, table, throughput
 from loadgen.input.profile import load
 from loadgen.measure.recorder import Recorder
 
@@ -51,3 +51,12 @@ def test_the_reference_validation_quotes_the_held_out_ratios_the_sims_give_today
         if r["role"] == "held_out":
             assert prof.validation[r["scheduler"]]["held_out"]["ratio"] == [r["ratio"], r["ratio"]], r["anchor"]
     assert "held_out" not in prof.validation["slurm"]       # Slurm publishes no second figure to hold out
+
+
+def test_sampled_throughput_averages_one_second_samples_as_scheduler_perf_does():
+    # measured pods submitted at 1.0; admissions at 1.5, 1.6 (tick 2.0 starts the count), 2.2, 2.4,
+    # 2.9 (tick 3.0: 3 new in 1 s), none by tick 4.0 (skipped), 4.5 (tick 5.0: 1 new in 2 s, counted
+    # twice), 5.5 after the last tick (not sampled): mean of [3, 0.5, 0.5]
+    rec = Recorder([_job(i, 1.0) for i in range(7)])
+    rec.admit[:] = [1.5, 1.6, 2.2, 2.4, 2.9, 4.5, 5.5]
+    assert sampled_throughput(0)(rec) == pytest.approx((3 + 0.5 + 0.5) / 3)

@@ -3,7 +3,7 @@
 tests/test_bad_input_fuzz.py generates variations of all of them; here each message is pinned."""
 import pytest
 
-from fuzzkit import run_cli
+from support.fuzzkit import run_cli
 
 SMALL = (b"name: t\nduration_h: 0.1\ndrain_h: 0.05\nwarmup_h: 0\nfleet: {nodes: 16}\n"
          b"workload: {classes: {small: {share: 1, shapes: [{members: 2, gpus: 8}], duration_s: {median: 300}}}}\n")
@@ -93,6 +93,33 @@ CASES = {
     "trace-with-churn": (run("--trace", "{dir}/t.jsonl", "--churn", "2", files={"t.jsonl": TRACE_HEAD + job()}),
                          "--churn: not used with a JSONL --trace (it replays its recorded submit times; export it "
                          "again with --churn)"),
+    "seeds-zero": (run("--seeds", "0"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or a "
+                                        "comma-separated list of distinct seeds (integers >= 0), got '0'"),
+    "seeds-negative": (run("--seeds=-3"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or "
+                                          "a comma-separated list of distinct seeds (integers >= 0), got '-3'"),
+    "seeds-not-integer": (run("--seeds", "2,3.5"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next "
+                                                   "ones) or a comma-separated list of distinct seeds (integers >= 0), "
+                                                   "got '2,3.5'"),
+    "seeds-twice": (run("--seeds", "1,3,3"), "--seeds: expected each seed once, got 3 twice in '1,3,3'"),
+    "seeds-over-cap": (run("--seeds", "500"), "--seeds: expected at most 60 seeds (the exact rank tests' limit), got 500"),
+    "seeds-with-seed": (run("--seed", "3", "--seeds", "4"),
+                        "--seeds: not used with --seed (--seeds N runs the scenario's seed and the next N-1; "
+                        "--seeds a,b,c names every seed)"),
+    "jobs-without-seeds": (run("--jobs", "2"), "--jobs: only with --seeds (a single seed's schedulers run one after "
+                                               "another on the same plan)"),
+    "jobs-zero": (run("--seeds", "3", "--jobs", "0"), "--jobs: expected a positive integer (seeds run at once), got '0'"),
+    "jobs-on-real-backend": (run("--seeds", "3", "--backend", "real", "--jobs", "2"),
+                             "--jobs: a real backend runs one seed at a time (each seed starts its own control plane "
+                             "and fleet on this machine); drop --jobs or use --backend sim"),
+    "seeds-dry-run": (run("--seeds", "3", "--dry-run"),
+                      "--seeds: not used with --dry-run (it describes one seed's plan; pass --seed S)"),
+    "ceiling-seeds-with-seed": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--seed", "1", "--seeds", "3"],
+                                 {"s.yaml": SMALL}),
+                                "--seeds: not used with --seed (--seeds N runs the scenario's seed and the next N-1; "
+                                "--seeds a,b,c names every seed)"),
+    "ceiling-parallel-text": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--seeds", "3", "--parallel", "two"],
+                               {"s.yaml": SMALL}),
+                              "--parallel: expected a positive integer (seeds run at once), got 'two'"),
     "ceiling-max-multiplier-huge": ((["ceiling", "{dir}/s.yaml", "--out", "{dir}/out", "--max-multiplier", "1e9"],
                                      {"s.yaml": SMALL}),
                                     "--max-multiplier: expected <= 100000, got 1000000000.0 (ceiling.max_multiplier)"),

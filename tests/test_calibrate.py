@@ -11,7 +11,7 @@ from loadgen.calibration.calibrate import Options, calibrate
 from loadgen.model.registry import REGISTRY, register
 from loadgen.input.profile import load
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 class WallSlurm(SimSlurm):

@@ -13,8 +13,8 @@ from loadgen.measure import hostcpu
 from loadgen.measure import saturation
 from loadgen.drive.comparative import with_host_cpu
 from loadgen.drive.ceiling import SearchSpec, search
-from simkit import job, sim
-from conftest import ROOT
+from support.paths import ROOT
+from support.simkit import job, sim
 
 
 def threshold(limit):

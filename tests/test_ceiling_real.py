@@ -3,7 +3,7 @@
 Every point starts the real control plane on 8 fake nodes (kube-apiserver + etcd +
 kube-scheduler + KWOK; Volcano on the same; slurmctld + slurmd; Ray's GCS + raylets) and stops it
 again. Two points per scheduler keep this to a few minutes; the full search on 32 nodes is
-`make ceiling-real` (README: Control-plane ceilings). Needs `make k8s-bins volcano-bins
+`make ceiling-real` (docs/ceilings.md). Needs `make k8s-bins volcano-bins
 slurm-deps ray-deps`: a missing component fails the run with the command that installs it.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from loadgen.measure import saturation
+from support.paths import ROOT
 
 SCENARIO = """\
 name: ceiling-real-ci

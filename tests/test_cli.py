@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from support.paths import ROOT
 
 REQUIRED = {"run_id", "scenario", "seed", "complete", "wall_s", "fleet", "workload", "schedulers"}
 PER_SCHED = {"backend", "jobs", "admission_s", "by_class", "alloc_util", "fragmentation", "partial_gang_gpu_hours",

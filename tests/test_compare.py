@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from loadgen.output import index
 from loadgen.output.compare import SCHEDULER_METRICS, compare, render, verdict
+from support.paths import ROOT
 
 P99 = next(m for m in SCHEDULER_METRICS if m.name == "admission_p99")
 UTIL = next(m for m in SCHEDULER_METRICS if m.name == "alloc_util")

@@ -4,7 +4,7 @@ import json
 from loadgen.drive.comparative import RunOptions, run
 from loadgen.input.scenario import load
 
-from conftest import ROOT
+from support.paths import ROOT
 
 VOLATILE = {"run_id", "wall_s", "_dir"}
 

@@ -8,12 +8,12 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
 from loadgen.input.chaos import plan as chaos_plan
 from loadgen.drive.dryrun import chaos_lines, describe
 from loadgen.model.target import run_label
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.plan import plan_run
+from support.paths import ROOT
 
 SCENARIO = str(ROOT / "tests/data/existing-small.yaml")
 

@@ -10,24 +10,13 @@ import numpy as np
 import pytest
 
 from loadgen.model.fleet import Fleet
-from fakes.kube.cluster import BinariesMissing, leftover_processes, require_binaries
+from fakes.kube.cluster import leftover_processes
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
+from support.kube import KUBE_DEFAULTS, bins, drive  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real
-
-KUBE_DEFAULTS = {"percentage_of_nodes_to_score": None, "scoring": "least_allocated", "gpu_weight": 3,
-                 "api_qps": 50, "api_burst": 100, "coscheduling": False, "permit_timeout_s": 60}
-
-
-@pytest.fixture(scope="module")
-def bins():
-    try:
-        return require_binaries()
-    except BinariesMissing as e:
-        pytest.fail(str(e), pytrace=False)
-
 
 def make_target(run_dir, nodes=100, config=None, control_plane=None, seed=1):
     from fakes.kube.target import RealKube
@@ -49,21 +38,6 @@ def kube(bins, tmp_path_factory):
     finally:
         target.stop()
         assert leftover_processes(under=run_dir) == [], "control-plane processes left behind"
-
-
-def drive(target, jobs, until_s, stop_when=None, tick=0.05):
-    """Open-loop wall-clock driver: submit each job at submit_s, advance continuously."""
-    start = time.monotonic()
-    pending = sorted(jobs, key=lambda j: j.submit_s)
-    events = []
-    while True:
-        now = time.monotonic() - start
-        while pending and pending[0].submit_s <= now:
-            events += target.submit(pending.pop(0), now)
-        events += target.advance(now)
-        if now > until_s or (not pending and stop_when and stop_when(events)):
-            return events, now
-        time.sleep(tick)
 
 
 # Tenants as a trace may name them: a label value allows neither spaces nor '/' nor 70 characters.

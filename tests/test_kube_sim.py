@@ -6,7 +6,7 @@ from fakes.kube.sim import PodState, Scorer, num_feasible_nodes_to_find
 from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction
-from simkit import job, sim
+from support.simkit import job, sim
 
 
 @pytest.mark.parametrize("nodes,pct,expect", [
@@ -62,6 +62,7 @@ def test_a_node_whose_memory_is_requested_takes_no_more_pods():
 
 def test_a_pod_is_scheduled_only_once_its_create_returned():
     over = {"schedulers.kube.observe_ms": 0, "schedulers.kube.cycle_base_ms": 0, "schedulers.kube.cycle_per_node_us": 0,
+            "schedulers.kube.score_per_node_us": 0,
             "control_plane.create_ms": 250, "control_plane.write_ms": 10}
     _, rec, events = sim("kube", [job(0, 2, gpus=1, t=1.0)], nodes=2, end=100, overrides=over)
     assert [e.t for e in events if e.kind is Kind.SUBMITTED] == [pytest.approx(1.25)]
@@ -90,10 +91,12 @@ def test_partial_gang_gpu_hours_are_integrated_exactly():
 
 
 def deadlock_jobs():
-    # Four 1-node jobs end 0.5 s apart, faster than the pods' backoff, so the two waiting
-    # 3-node gangs take turns and end up with two nodes each.
+    # Four 1-node jobs end 0.5 s apart and the two waiting 3-node gangs take turns: the first takes
+    # the nodes freed at 10 and 10.5 (popped from the backoff queue while the active queue is empty),
+    # the second, arriving at 10.7, the ones freed at 11 (its backoff already over) and 11.5 (its
+    # backoff ends before the first gang's): two nodes each.
     ends = [job(i, 1, dur=d) for i, d in enumerate((10, 10.5, 11, 11.5))]
-    return ends + [job(10, 3, t=1, dur=100), job(11, 3, t=10.2, dur=100)]
+    return ends + [job(10, 3, t=1, dur=100), job(11, 3, t=10.7, dur=100)]
 
 
 def test_partial_gangs_deadlock_without_gang_semantics():
@@ -116,3 +119,95 @@ def test_eviction_recreates_only_the_lost_pod():
     ev = [e for e in events if e.kind is Kind.EVICTED]
     assert ev and ev[0].members == 3            # siblings keep their pods
     assert rec.evictions[0] == 1 and rec.readmission and rec.readmission[0] < 1.0
+
+
+# Costs that are not under test set to zero: every time below follows from write_ms and the
+# client's and the queue's rules alone.
+NO_COSTS = {"schedulers.kube.observe_ms": 0, "schedulers.kube.release_ms": 0, "schedulers.kube.cycle_base_ms": 0,
+            "schedulers.kube.cycle_per_node_us": 0, "schedulers.kube.score_per_node_us": 0,
+            "control_plane.create_ms": 0}
+
+
+def test_the_serial_cycle_charges_filter_per_node_examined_and_score_per_node_scored():
+    # 200 empty nodes: numFeasibleNodesToFind = max(200 x 48 // 100, 100) = 100 examined and scored.
+    # 2 ms + 100 x 10 us + 100 x 30 us = 6 ms; the 1-GPU job's two pods take 12 ms of the loop.
+    over = {**NO_COSTS, "schedulers.kube.cycle_base_ms": 2, "schedulers.kube.cycle_per_node_us": 10,
+            "schedulers.kube.score_per_node_us": 30}
+    t, _, _ = sim("kube", [job(0, 2, gpus=1, dur=1000)], nodes=200, end=10, overrides=over)
+    assert t.cycle_ms == [pytest.approx(6.0), pytest.approx(6.0)]
+    assert t.cycle_busy_s == pytest.approx(0.012)
+    # a 1-node fleet: Filter examines one node, and a single feasible node is not scored
+    t, _, _ = sim("kube", [job(0, 1, gpus=1, dur=1000)], nodes=1, end=10, overrides=over)
+    assert t.cycle_ms == [pytest.approx(2.0 + 1 * 0.010)]
+
+
+def test_a_bind_answered_429_is_retried_by_client_go_and_never_parks_the_pod():
+    # The apiserver serves 1 mutating request per second here (1 in flight x 1 s per write). The
+    # pod is created at 0.3 (the second's only write); its bind lands at 1.3, after the chaos
+    # write at 1.1 took second 1: 429. client-go waits Retry-After (1 s), takes a limiter token and
+    # sends it again: it lands at 1.3 + 1 + 1 = 3.3, alone in its second, and binds.
+    over = {**NO_COSTS, "control_plane.max_mutating_requests_inflight": 1, "control_plane.write_ms": 1000}
+    fill = ChaosAction(1.1, "etcd_fill", {"bytes": 1, "object_bytes": 1})
+    t, rec, _ = sim("kube", [job(0, 1, gpus=1, t=0.3, dur=1000)], nodes=1, end=100, chaos=[fill], overrides=over)
+    assert rec.admit[0] == pytest.approx(3.3)
+    assert t.counters["bind_retries_429"] == 1 and "bind_refused" not in t.counters
+    assert t.unschedulable == {}
+
+
+def test_after_ten_429_retries_the_bind_fails_into_the_error_backoff_queue():
+    # 2 in flight x 2 s per write = 1 request per second; binds land 2 s after they go out. Each
+    # attempt lands at 2.3 + 3i (i = 0..10: the first send and client-go's 10 retries, each sent
+    # 1 s after its 429) and finds its second taken by a chaos write 0.2 s earlier. The 11th refusal
+    # (32.3) is the scheduler's binding error: the pod is forgotten and backs off 1 s, aligned down
+    # to the backoff queue's 1 s window: retried at 33.0, its bind lands at 35.0 and succeeds.
+    over = {**NO_COSTS, "control_plane.max_mutating_requests_inflight": 2, "control_plane.write_ms": 2000}
+    fills = [ChaosAction(2.1 + 3 * i, "etcd_fill", {"bytes": 1, "object_bytes": 1}) for i in range(11)]
+    t, rec, _ = sim("kube", [job(0, 1, gpus=1, t=0.3, dur=1000)], nodes=1, end=100, chaos=fills, overrides=over)
+    assert t.counters["bind_retries_429"] == 10 and t.counters["bind_refused"] == 1
+    assert rec.admit[0] == pytest.approx(35.0)
+    assert t.unschedulable == {} and "failed_attempts" not in t.counters
+
+
+def test_a_bind_refused_for_nospace_backs_off_and_retries_until_etcd_recovers():
+    # etcd is filled past its quota at 0.5, between the create (0.0) and the bind (it lands at 1.0):
+    # NOSPACE. The apiserver answers 500 without Retry-After, so client-go does not retry: a binding
+    # error, backoff 1 s (retry 2.0, refused at 3.0), 2 s (5.0, refused at 6.0), 4 s (10.0). The
+    # operator recovers etcd at 6.2 + 2 s; the bind sent at 10.0 lands at 11.0 and succeeds.
+    over = {**NO_COSTS, "control_plane.write_ms": 1000, "control_plane.recovery_s": 2.0,
+            "control_plane.etcd_quota_bytes": 1024**2}
+    chaos = [ChaosAction(0.5, "etcd_fill", {"bytes": 2 * 1024**2, "object_bytes": 100_000}),
+             ChaosAction(6.2, "etcd_recover", {})]
+    t, rec, _ = sim("kube", [job(0, 1, gpus=1, dur=1000)], nodes=1, end=100, chaos=chaos, overrides=over)
+    assert t.counters["bind_refused"] == 3 and "bind_retries_429" not in t.counters
+    assert rec.admit[0] == pytest.approx(11.0)
+    assert t.unschedulable == {}
+
+
+def test_a_create_burst_that_draws_429s_on_binds_still_binds_every_pod_in_minutes():
+    # 4,000 one-GPU pods created at once on 2,000 nodes with the apiserver serving 4,000 mutating
+    # requests per second: the creates take second 0 and the first binds are answered 429. client-go
+    # retries them; none waits for a release (before: parked until the first pods ended).
+    over = {"control_plane.max_mutating_requests_inflight": 40, "control_plane.write_ms": 10}
+    jobs = [job(i, 1, gpus=1, dur=3600) for i in range(4000)]
+    t, rec, _ = sim("kube", jobs, nodes=2000, end=7200, overrides=over)
+    wait = rec.admit - rec.submit
+    assert t.counters["bind_retries_429"] > 0 and "bind_refused" not in t.counters
+    assert not np.isnan(wait).any() and wait.max() < 4000 / 50 + 5     # the qps-50 limiter paces them
+
+
+def test_a_pod_backing_off_is_popped_at_once_when_the_active_queue_is_empty():
+    # The node is taken until 1.3; the pod that failed at 1.0 would back off until 2.0, but the
+    # release moves it to the backoff queue and, nothing else being active, kube-scheduler pops
+    # it from there at once (SchedulerPopFromBackoffQ): bound at 1.3, not 2.0.
+    over = {**NO_COSTS, "control_plane.write_ms": 0}
+    jobs = [job(0, 1, dur=1.3), job(1, 1, t=1.0, dur=100)]
+    t, rec, _ = sim("kube", jobs, nodes=1, end=100, overrides=over)
+    assert rec.admit[1] == pytest.approx(1.3)
+    assert t.counters["popped_from_backoff"] == 1
+
+
+def test_a_bind_updates_the_pod_it_creates_nothing_in_etcd():
+    # live bytes: the fleet's nodes and leases, plus one pod object while it runs, whatever its binds
+    t, _, _ = sim("kube", [job(0, 1, gpus=1, dur=1000)], nodes=2, end=10)
+    cp = t.cp
+    assert cp.live_bytes == 2 * (cp.cfg["node_bytes"] + cp.cfg["lease_bytes"]) + t.pod_bytes

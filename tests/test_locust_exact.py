@@ -22,7 +22,7 @@ from loadgen.locust.process import Process
 from loadgen.locust.stats import REPORT, ms, nearest_rank
 from loadgen.measure.statistics import exact_quantile
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 @pytest.mark.parametrize("n", [1, 7, 1000, 2000, 12345])

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from loadgen.measure.statistics import exact_quantile
-from locust_support import LOCUSTFILE, ROOT, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
+from support.locust_process import LOCUSTFILE, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
+from support.paths import ROOT
 
 SCENARIO = """
 name: locust-headless

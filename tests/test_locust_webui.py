@@ -1,6 +1,6 @@
 """Browser test: headless Chromium opens Locust's web UI, sees the live "Gang admission" tab.
 
-Chromium (tests/browser.py) is driven over the DevTools protocol. A screenshot goes to test-artifacts/.
+Chromium (tests/support/browser.py) is driven over the DevTools protocol. A screenshot goes to test-artifacts/.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
-from locust_support import LOCUSTFILE, free_port, run_locust  # noqa: F401
+from support.browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
+from support.locust_process import LOCUSTFILE, free_port, run_locust  # noqa: F401
 
 
 def _get(url: str) -> dict:

@@ -9,7 +9,7 @@ from fakes.ray.costcurve import one_size
 from loadgen.calibration.raycurve import STAT, fakelet_profile, twin_stat
 from loadgen.input.profile import load as load_profile
 
-from conftest import ROOT
+from support.paths import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 BAND = (0.5, 2.0)

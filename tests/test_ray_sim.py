@@ -8,7 +8,7 @@ from fakes.ray.sim import SimRay
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction, TargetContext
 from loadgen.input.scenario import from_dict
-from simkit import job, sim
+from support.simkit import job, sim
 
 # GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 on one node + 10 us per alive node; 2 ms round trips.
 COSTS = {"observe_ms": 0, "gcs_base_ms": 1, "gcs_per_bundle_ms": 0.5, "gcs_per_bundle_sq_us": 100,

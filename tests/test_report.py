@@ -1,6 +1,6 @@
 """report.html: every run writes one, `gangstorm report` rebuilds it, and what it shows is summary.json.
 
-The browser test opens the page from disk in headless Chromium (tests/browser.py), counts the
+The browser test opens the page from disk in headless Chromium (tests/support/browser.py), counts the
 figures per section, reads every data-metric cell back and compares it with summary.json, and
 keeps a screenshot in test-artifacts/report.png. The rest needs no browser.
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
-from conftest import ROOT
-from fuzzkit import run_cli
 from loadgen.output.html import build, curves
 from loadgen.output.html.data import read_admission
 from loadgen.measure.statistics import exact_quantile
+from support.browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
+from support.fuzzkit import run_cli
+from support.paths import ROOT
 
 
 def expected_text(v) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from loadgen.input.scenario import ScenarioError, from_dict, load
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 @pytest.mark.parametrize("body,field,expect", [

@@ -2,7 +2,7 @@
 import pytest
 
 from loadgen.model.events import Kind
-from simkit import job, sim
+from support.simkit import job, sim
 
 
 def _kube(release_ms: float, observe_ms: float = 0.0):

@@ -1,9 +1,7 @@
 """Real Slurm (Debian 22.05 slurmctld + one slurmd per emulated node) driven through RealSlurm."""
 from __future__ import annotations
 
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,10 +15,9 @@ from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
 from fakes.slurm.sdiag import parse_sdiag
 from fakes.slurm.target import RealSlurm
+from support.slurm import FAST, pids_of
 
 NODES = 64
-FAST = {"sched_interval_s": 5, "bf_interval_s": 1, "sched_min_interval_s": 0.5, "bf_resolution_s": 5,
-        "time_limit_factor": 1.5, "switches": 0, "cred_expire_s": 5}
 
 
 def bimodal_trace(seed: int = 7, n: int = 70, span_s: float = 20.0) -> list[Job]:
@@ -40,11 +37,6 @@ def bimodal_trace(seed: int = 7, n: int = 70, span_s: float = 20.0) -> list[Job]
                         gpus_per_member=gpus, duration_s=dur, submit_s=float(t), min_available=members,
                         cpus_per_member=4 * gpus))
     return jobs
-
-
-def pids_of(run_dir: Path) -> list[str]:
-    r = subprocess.run(["pgrep", "-a", "-f", str(run_dir)], capture_output=True, text=True)
-    return [l for l in r.stdout.splitlines() if "pgrep" not in l]
 
 
 @pytest.fixture

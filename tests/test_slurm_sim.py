@@ -5,7 +5,7 @@ import pytest
 
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction
-from simkit import job, sim
+from support.simkit import job, sim
 
 # 1 ms per RPC; a main cycle costs 10 ms + 1 ms per job tested; backfill is free unless a test says;
 # a finished job's nodes come back at once. Every cost is set here, none taken from a profile.

@@ -142,7 +142,7 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     members and gang discards it, every session, for as long as all three wait (compare
     volcano-sh/volcano#4460). The simulated Volcano, given the same three gangs, does the same.
     Near the module's end: the three stay pending and would shift later tests' shares."""
-    from simkit import sim
+    from support.simkit import sim
     target, _ = volcano
     d = Driver(target)
     ids = (401, 402, 403)

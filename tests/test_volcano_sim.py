@@ -10,7 +10,7 @@ from fakes.volcano.sim import water_fill
 from loadgen.model.events import Kind
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
-from simkit import job, sim
+from support.simkit import job, sim
 
 TIMED = {"schedulers.volcano.observe_ms": 0, "schedulers.volcano.session_base_ms": 100,
          "schedulers.volcano.session_per_node_us": 0, "schedulers.volcano.session_per_task_us": 0,

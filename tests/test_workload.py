@@ -6,7 +6,7 @@ from loadgen.input.scenario import from_dict
 from loadgen.input.traces import TraceError, export_jsonl, import_jsonl, import_openb
 from loadgen.input.workload import generate
 
-from conftest import TRACES
+from support.paths import OPENB_SLICE, TRACES
 
 
 def small(**over):
@@ -78,6 +78,19 @@ def test_jsonl_errors_name_line_and_field(tmp_path):
         import_jsonl(p)
 
 
+def test_openb_pods_of_the_slice_in_the_repository_become_one_member_jobs():
+    jobs, meta = import_openb(OPENB_SLICE)
+    # the first 1,000 pods of the default list: 116 CPU-only skipped, every other pod a job
+    assert meta["skipped"] == {"cpu_only": 116, "no_deletion_time": 0, "too_many_gpus": 0}
+    assert len(jobs) == 884
+    assert all(j.members == 1 and 1 <= j.gpus_per_member <= 8 for j in jobs)
+    assert jobs[0].submit_s == 0.0
+    first = [j for j in jobs if j.name == "openb-pod-0000"][0]
+    assert first.duration_s == 12537496.0
+
+
+@pytest.mark.skipif(not (TRACES / "openb_pod_list_default.csv").is_file(),
+                    reason="the full openb trace is an optional input (../shared/traces)")
 def test_openb_pods_become_one_member_jobs():
     jobs, meta = import_openb(TRACES / "openb_pod_list_default.csv")
     # 8,152 pods: 1,088 CPU-only skipped; pods without a deletion time skipped and counted.

@@ -17,6 +17,7 @@ import yaml
 
 from fakes.kube.cluster import KWOK_CONFIG, Component, get_text, require_binaries
 from fakes.real import procs
+from loadgen.model.signals import signals_held
 from loadgen.model.target import Existing
 
 # Namespaces whose pods are the platform's, not workloads: they never count as foreign.
@@ -114,7 +115,7 @@ class AttachedCluster:
         """Only what gangstorm started here; the cluster itself keeps running."""
         import atexit
         atexit.unregister(self.stop)
-        with procs.signals_held():
+        with signals_held():
             procs.stop_all([c.proc for c in self.extra.values()])
 
 

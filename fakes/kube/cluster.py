@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import yaml
 
 from fakes.real import procfs, procs
+from loadgen.model.signals import signals_held
 
 REPO = Path(__file__).resolve().parents[2]
 KWOK_CONFIG = REPO / "kwok-config"
@@ -216,7 +217,7 @@ class KubeCluster:
             return
         self._stopped = True
         atexit.unregister(self.stop)
-        with procs.signals_held():
+        with signals_held():
             procs.stop_all([c.proc for c in self.extra.values()])
             self._read_pids()
             logs = self.cluster_dir / "logs"
@@ -304,7 +305,7 @@ def cluster_down(state: dict[str, Any]) -> list[str]:
     every recorded process group; returns the processes still alive afterwards."""
     env = dict(os.environ, KWOK_WORKDIR=state["kwok_workdir"], NO_PROXY="127.0.0.1,localhost",
                no_proxy="127.0.0.1,localhost")
-    with procs.signals_held():
+    with signals_held():
         try:
             subprocess.run([str(Path(state["bin_dir"]) / "kwokctl"), "--name", state["cluster_name"], "delete",
                             "cluster"], env=env, capture_output=True, timeout=60, start_new_session=True)

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from fakes.kube.cluster import ClusterSpec, KubeCluster, cluster_down, cluster_status, ready_nodes
-from fakes.real.kubefamily import apiserver_args
+from fakes.kube.family import apiserver_args
 from loadgen.model.target import TargetContext
 
 NODE_SELECTOR = "type=kwok"      # what `cluster up` nodes carry: --node-selector picks them

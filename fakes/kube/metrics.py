@@ -15,6 +15,8 @@ from typing import Callable
 import numpy as np
 import urllib3
 
+from loadgen.model.quantiles import exact_quantile
+
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -31,12 +33,12 @@ def fetch(url: str, condense: Callable[[str], dict], timeout: float = 10) -> dic
 
 
 def quantiles(values) -> dict[str, float]:
-    """n, p50, p99 and max of client-side durations (seconds)."""
+    """n, p50, p99 (nearest rank, as summary.json's) and max of client-side durations (seconds)."""
     if len(values) == 0:
         return {"n": 0}
     a = np.asarray(values, dtype=float)
-    return {"n": int(a.size), "p50": round(float(np.quantile(a, 0.5)), 3),
-            "p99": round(float(np.quantile(a, 0.99)), 3), "max": round(float(a.max()), 3)}
+    return {"n": int(a.size), "p50": round(exact_quantile(a, 0.5), 3),
+            "p99": round(exact_quantile(a, 0.99), 3), "max": round(float(a.max()), 3)}
 
 
 def parse(text: str, wanted: tuple[str, ...]) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -90,15 +92,37 @@ def _mean_ms(m, name: str, **match) -> float | None:
     return round(total(m.get(name + "_sum", []), **match) / count * 1000.0, 4) if count else None
 
 
+# extension points of the serial scheduling cycle and of the asynchronous binding cycle
+CYCLE_POINTS = ("PreFilter", "Filter", "PostFilter", "PreScore", "Score", "Reserve", "Permit")
+BINDING_POINTS = ("PreBind", "Bind", "PostBind")
+EXTENSION = "scheduler_framework_extension_point_duration_seconds"
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+
+
+def serial_cycle_ms(algorithm_ms: float | None, points_ms: dict) -> float | None:
+    """What the scheduling loop spends per pod before it takes the next one: the algorithm
+    (snapshot, PreFilter, Filter, PostFilter, PreScore, Score, host selection), then Reserve and
+    Permit. Binding (PreBind, Bind, PostBind) runs in its own goroutine."""
+    if algorithm_ms is None:
+        return None
+    return round(algorithm_ms + (points_ms.get("Reserve") or 0.0) + (points_ms.get("Permit") or 0.0), 4)
+
+
 def scheduler_figures(text: str) -> dict:
     m = parse(text, ("scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pending_pods",
                      "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds",
-                     "rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
+                     ALGORITHM, EXTENSION, "rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
     sli = _buckets(m.get("scheduler_pod_scheduling_sli_duration_seconds_bucket", []))
     attempts = m.get("scheduler_schedule_attempts_total", [])
+    points = {p: _mean_ms(m, EXTENSION, extension_point=p) for p in CYCLE_POINTS + BINDING_POINTS}
+    algorithm = _mean_ms(m, ALGORITHM)
     return {
-        # one scheduling cycle (filter + score + reserve/permit), the scheduler's own histogram
+        # a whole attempt: in 1.36 it ends when the asynchronous binding cycle ends, so it includes
+        # the bind's client-limiter wait and apiserver latency and attempts overlap
         "attempt_ms_mean": _mean_ms(m, "scheduler_scheduling_attempt_duration_seconds", result="scheduled"),
+        "algorithm_ms_mean": algorithm,
+        "serial_cycle_ms_mean": serial_cycle_ms(algorithm, points),
+        "extension_point_ms_mean": {p: v for p, v in points.items() if v is not None},
         "sli_count": int(total(m.get("scheduler_pod_scheduling_sli_duration_seconds_count", []))),
         "sli_p50_s": histogram_quantile(0.50, sli),
         "sli_p99_s": histogram_quantile(0.99, sli),

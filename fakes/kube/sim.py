@@ -1,10 +1,16 @@
 """Simulated kube-scheduler: one pod at a time, no gang semantics unless coscheduling is on.
 
-Mechanisms modeled (the ones that matter at 10k nodes):
+Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.1 does them
+(pkg/scheduler/schedule_one.go, backend/queue/, client-go rest):
 - PrioritySort activeQ; pods of one job sit together, so a job's pending pods form one entry.
-- Filter walks nodes from a rotating start index and stops after numFeasibleNodesToFind
-  (percentageOfNodesToScore: adaptive 50 - nodes/125, floor 5%, at least 100 nodes); only
-  those are scored. An infeasible pod costs a walk over every node.
+- The scheduling cycle is serial, one pod at a time: Filter walks nodes from a rotating start index
+  and stops after numFeasibleNodesToFind (percentageOfNodesToScore: adaptive 50 - nodes/125, floor
+  5%, at least 100 nodes); only those are scored, and a single feasible node is not scored at all.
+  An infeasible pod costs a walk over every node. A cycle costs cycle_base_ms + cycle_per_node_us
+  per node Filter examined + score_per_node_us per node scored: the algorithm and Reserve/Permit,
+  measured from scheduler_scheduling_algorithm_duration_seconds and the Filter and Score extension
+  points (fakes/kube/costcurve.py). The 16 parallel Filter/Score workers are inside those
+  per-node costs (wall time on this machine's cores), not a separate term.
 - Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB, what
   the real adapter (fakes/kube/target.py) sends.
 - Score, in kube-scheduler's integer arithmetic: NodeResourcesFit LeastAllocated or
@@ -12,12 +18,22 @@ Mechanisms modeled (the ones that matter at 10k nodes):
   profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
   BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). Ties are
   broken at random, as selectHost does.
-- A pod reaches the scheduling queue only once its create returned (control_plane.create_ms).
-- The binding cycle is asynchronous but goes through the client rate limiter (api_qps/burst),
-  as do status patches for unschedulable pods; a bind lands write_ms after it goes out.
+- A pod reaches the scheduling queue only once its create returned (control_plane.create_ms); the
+  client sends a job's pods client_create_ms apart (fakes/sim/kubefamily.py).
+- The binding cycle is asynchronous: it does not hold the scheduling loop. Its bind goes through
+  the client rate limiter (api_qps/burst), as do status patches for unschedulable pods, and lands
+  write_ms after it goes out. A bind the apiserver answers 429 (max-requests-inflight, Retry-After:
+  1) is retried by client-go itself 1 s later, through the limiter again, up to 10 times; only then,
+  or on any other refusal (etcd NOSPACE), does the scheduler see a binding error: it forgets the
+  pod (its node comes free, which re-queues waiting pods as a pod deletion would) and puts it in
+  the error backoff queue (no plugin rejected it), retried after 1, 2, 4 ... pod_max_backoff_s s
+  (aligned down to the queue's 1 s window), never among the unschedulable pods.
 - Unschedulable pods wait until a release could fit them (queueing hints), with per-pod
-  exponential backoff. Without gang semantics a gang's pods bind independently, so partial
-  gangs hold GPUs while they wait for the rest.
+  exponential backoff (its expiry aligned down to the queue's 1 s window); one still backing off
+  waits in the backoff queue, which the scheduler pops at once whenever the active queue is empty
+  (SchedulerPopFromBackoffQ, on by default since 1.33; pods backing off after an error are not
+  popped early). Without gang semantics a gang's pods bind independently, so partial gangs hold
+  GPUs while they wait for the rest.
 - coscheduling (scheduler-plugins): pods wait in Permit, holding their reservation, until
   minMember are reserved; on permit_timeout_s the whole group is rejected and backs off.
 """
@@ -28,6 +44,7 @@ import math
 
 import numpy as np
 
+from fakes.kube.traits import KubeTraits
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
@@ -37,6 +54,11 @@ from loadgen.model.target import TargetContext
 
 MIN_FEASIBLE_NODES = 100
 MIN_PERCENT = 5
+# client-go rest: a 429 with Retry-After is retried by the client (maxRetries 10, request.go); the
+# apiserver's max-inflight filter answers Retry-After: 1 (apiserver server/filters/maxinflight.go)
+CLIENT_MAX_RETRIES = 10
+RETRY_AFTER_S = 1.0
+BACKOFF_WINDOW_S = 1.0      # backoffQ ordering window: expiries truncated to it (SchedulerPopFromBackoffQ, on in 1.36)
 MAX_NODE_SCORE = 100
 POD_MEMORY_GIB = 1          # memory request of every gang pod the real adapter creates
 
@@ -108,7 +130,7 @@ class Scorer:
         return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)   # + BalancedAllocation(cpu, memory)
 
 
-class SimKube(KubeFamily):
+class SimKube(KubeTraits, KubeFamily):
     name = "kube"
     restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
 
@@ -120,12 +142,14 @@ class SimKube(KubeFamily):
         self.start_index = 0
         self.limiter = TokenBucket(c["api_qps"], c["api_burst"])
         self.queue: list = []                       # (-priority, queued_at, seq, job_id)
+        self.backoff: list = []                     # podBackoffQ: (expiry, -priority, queued_at, seq, job_id)
         self.unschedulable: dict[int, dict[int, JobState]] = {}   # gpus per member -> jobs
         self.busy_until = 0.0
         self.cycle_busy_s = 0.0                     # time the scheduling loop spent in cycles
         self.tick_pending = False
         self.coscheduling = bool(c["coscheduling"])
         self.cycle_ms = []
+        self.nodes_examined = [0, 0]                # nodes Filter examined, nodes scored: totals
         self.scorers: dict[tuple[int, int], Scorer] = {}
         self._seqn = 0
 
@@ -146,9 +170,24 @@ class SimKube(KubeFamily):
         return js.job.members - js.bound - js.extra["assumed"] - js.extra["reserved"]
 
     def _kick(self, t: float) -> None:
-        if not self.tick_pending and self.queue:
+        if not self.tick_pending and (self.queue or self.backoff):
             self.tick_pending = True
             self._at(max(t, self.busy_until), self._tick)
+
+    def _next_job(self) -> JobState | None:
+        """The active queue's head; when it is empty, the backoff queue's (SchedulerPopFromBackoffQ)."""
+        while self.queue:
+            jid = heapq.heappop(self.queue)[-1]
+            js = self.jobs[jid]
+            js.extra["queued"] = False
+            return js
+        while self.backoff:
+            jid = heapq.heappop(self.backoff)[-1]
+            js = self.jobs[jid]
+            if js.extra.pop("in_backoff", False) and not js.extra["queued"]:
+                self._count("popped_from_backoff")
+                return js
+        return None
 
     def _requeue(self, js: JobState, t: float, members: list[int]) -> None:
         js.extra["queued"] = False
@@ -157,6 +196,7 @@ class SimKube(KubeFamily):
     def _park(self, js: JobState, t: float) -> None:
         """Unschedulable: wait for a release that could fit it, after backoff."""
         js.extra["attempts"] += 1
+        js.extra["errors"] = 0            # a plugin rejected it: the error count starts over
         js.extra["failed_at"] = t
         if not js.extra["patched"]:       # PodScheduled=False condition, one patch per pod
             js.extra["patched"] = True
@@ -172,22 +212,34 @@ class SimKube(KubeFamily):
             for js in self.unschedulable.pop(g).values():
                 if js.done:
                     continue
-                c = self.cfg
-                backoff = min(c["pod_initial_backoff_s"] * 2 ** min(js.extra["attempts"] - 1, 30), c["pod_max_backoff_s"])
-                ready = js.extra.get("failed_at", t) + backoff
+                ready = js.extra.get("failed_at", t) + self._backoff_s(js.extra["attempts"])
+                ready -= ready % BACKOFF_WINDOW_S
                 if ready <= t:
                     js.extra["queued"] = False
                     self._activate(js, t)
-                else:
+                elif not js.extra.get("in_backoff"):
+                    js.extra["in_backoff"] = True
+                    self._seqn += 1
+                    heapq.heappush(self.backoff, (ready, -js.job.priority, js.job.submit_s, self._seqn, js.job.id))
                     self._at(ready, self._backoff_done, js)
+                    self._kick(t)
 
     def _backoff_done(self, t: float, js: JobState) -> None:
-        js.extra["queued"] = False
-        self._activate(js, t)
+        """Its backoff ended in the backoff queue: to the active queue (unless popped meanwhile)."""
+        if js.extra.pop("in_backoff", False):
+            js.extra["queued"] = False
+            self._activate(js, t)
+
+    def _backoff_s(self, count: int) -> float:
+        """backoffQueue.calculateBackoffDuration: initial x 2^(count-1), at most the maximum."""
+        c = self.cfg
+        return min(c["pod_initial_backoff_s"] * 2 ** min(count - 1, 30), c["pod_max_backoff_s"])
 
     # --- the scheduling cycle -----------------------------------------------------------
-    def _cycle_s(self, examined: int) -> float:
-        return (self.cfg["cycle_base_ms"] + self.cfg["cycle_per_node_us"] * examined / 1000.0) / 1000.0
+    def _cycle_s(self, examined: int, scored: int = 0) -> float:
+        """The serial cycle: fixed part, Filter over the nodes examined, Score over the nodes scored."""
+        c = self.cfg
+        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
 
     def _tick(self, t: float) -> None:
         self.tick_pending = False
@@ -195,10 +247,10 @@ class SimKube(KubeFamily):
         # Attempts that cannot succeed (no node has room for one member) change nothing but the
         # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
         horizon = self._timers[0][0] if self._timers else float("inf")
-        while self.queue:
-            _, _, _, jid = heapq.heappop(self.queue)
-            js = self.jobs[jid]
-            js.extra["queued"] = False
+        while self.queue or self.backoff:
+            js = self._next_job()
+            if js is None:
+                break
             if js.done or self._pending_pods(js) == 0:
                 continue
             hopeless = self.state.count_ge(js.job.gpus_per_member) == 0
@@ -254,8 +306,12 @@ class SimKube(KubeFamily):
                 self._park(js, clock)
                 break
             nodes, examined = self._candidates(g, c)
-            clock += self._cycle_s(examined)
-            self.cycle_ms.append(self._cycle_s(examined) * 1000)
+            scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
+            cycle = self._cycle_s(examined, scored)
+            self.nodes_examined[0] += examined
+            self.nodes_examined[1] += scored
+            clock += cycle
+            self.cycle_ms.append(cycle * 1000)
             if len(nodes) == 0:
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
@@ -268,23 +324,53 @@ class SimKube(KubeFamily):
                 self._permit(js, clock)
             else:
                 js.extra["assumed"] += 1
-                self._at(self.limiter.acquire(clock) + self.write_s, self._bound, js)
+                self._send_bind(js, clock)
         return clock
 
-    def _bound(self, t: float, js: JobState) -> None:
+    # --- the binding cycle (asynchronous) -------------------------------------------------
+    def _send_bind(self, js: JobState, t: float, retries: int = 0) -> None:
+        """POST pods/binding through the client limiter; it lands write_ms after it goes out."""
+        self._at(self.limiter.acquire(t) + self.write_s, self._bound, js, retries)
+
+    def _bound(self, t: float, js: JobState, retries: int = 0) -> None:
         if js.done or js.extra["assumed"] == 0:
             return
-        js.extra["assumed"] -= 1
-        if not self._api_write(t, self.pod_bytes):
-            # Binding refused (etcd NOSPACE): the scheduler forgets the pod; it goes back to the queue.
-            held = self.state.holdings.get(js.job.id, [])
-            if held:
-                self.state.give_back(js.job.id, held[-1][0])
-            self._count("bind_refused")
-            self._park(js, t)
+        result = self.cp.write(t, self.pod_bytes, 0.0)     # an update: the old revision becomes history
+        if result == "429" and retries < CLIENT_MAX_RETRIES:
+            # client-go retries it after Retry-After; the scheduler never sees this refusal
+            self._count("bind_retries_429")
+            self._send_bind(js, t + RETRY_AFTER_S, retries + 1)
             return
+        js.extra["assumed"] -= 1
+        if result != "ok":
+            self._maybe_auto_recover(t)
+            self._bind_failed(js, t)
+            return
+        js.extra["errors"] = 0
         self._count("binds")
         self._bind(js, t, 1)
+
+    def _bind_failed(self, js: JobState, t: float) -> None:
+        """handleBindingCycleError: unreserve and forget the pod (its node is free again, which moves
+        waiting pods as an assigned pod's deletion does), then the failure handler: no plugin
+        rejected it, so it goes to the error backoff queue (ConsecutiveErrorsCount), not to the
+        unschedulable pods; its PodScheduled=False (SchedulerError) patch goes through the limiter."""
+        held = self.state.holdings.get(js.job.id, [])
+        if held:
+            self.state.give_back(js.job.id, held[-1][0])
+        self._count("bind_refused")
+        js.extra["errors"] = js.extra.get("errors", 0) + 1
+        if not js.extra.get("error_patched"):
+            js.extra["error_patched"] = True
+            self.limiter.acquire(t)
+            self._api_write(t, self.pod_bytes)
+        expiry = t + self._backoff_s(js.extra["errors"])
+        expiry -= expiry % BACKOFF_WINDOW_S
+        self._at(max(expiry, t), self._error_backoff_done, js)
+        self._on_release(t)
+
+    def _error_backoff_done(self, t: float, js: JobState) -> None:
+        self._activate(js, t)         # no-op if the job's other pods keep it queued already
 
     # --- coscheduling -------------------------------------------------------------------
     def _permit(self, js: JobState, t: float) -> None:
@@ -294,7 +380,7 @@ class SimKube(KubeFamily):
             js.extra["assumed"] += n
             js.extra.pop("permit_since", None)
             for _ in range(n):
-                self._at(self.limiter.acquire(t) + self.write_s, self._bound, js)
+                self._send_bind(js, t)
             return
         if "permit_since" not in js.extra:
             js.extra["permit_since"] = t
@@ -326,6 +412,8 @@ class SimKube(KubeFamily):
                 "num_feasible_nodes_to_find": self.to_find,
                 "scheduling_cycle_ms_mean": round(float(cyc.mean()), 4),
                 "scheduling_cycle_ms_p99": round(float(np.quantile(cyc, 0.99, method="inverted_cdf")), 4),
+                "nodes_examined_mean": round(self.nodes_examined[0] / max(len(self.cycle_ms), 1), 2),
+                "nodes_scored_mean": round(self.nodes_examined[1] / max(len(self.cycle_ms), 1), 2),
                 "api_qps": self.cfg["api_qps"], "api_burst": self.cfg["api_burst"],
                 "coscheduling": self.coscheduling,
                 "busy_s": {**self.cp.busy_s(), "scheduling-cycle": round(self.cycle_busy_s, 6),

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from fakes.kube import metrics as kube_metrics
+from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
-from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
+from fakes.kube.traits import KubeTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
@@ -60,10 +61,11 @@ class KubeGang(Gang):
     created: set[str] = field(default_factory=set)
     replaced: int = 0                                     # pods recreated after a loss
     submitted: bool = False
+    returned: list[float] = field(default_factory=list)   # when each pod's create returned
     finish_at: float | None = None                        # completion "adapter": when to end it
 
 
-class RealKube(RealKubeFamily):
+class RealKube(KubeTraits, RealKubeFamily):
     name = "kube"
 
     def __init__(self, ctx: TargetContext):
@@ -72,6 +74,7 @@ class RealKube(RealKubeFamily):
         self.retries: list[tuple[float, str, int, dict]] = []    # heap of (due, pod, job id, body)
         self.pod_sent: dict[str, float] = {}                # pod -> client sent the create (pool thread)
         self.pod_latency: list[float] = []                  # create sent -> bound seen, seconds
+        self.client_pace: list[float] = []                  # per gang: seconds between its pods' creates returning
 
     def _adopt(self, job: Job, t: float) -> KubeGang:
         """Observe role: a gang another process created; its pods are known by their names."""
@@ -125,8 +128,11 @@ class RealKube(RealKubeFamily):
         if gang is None or name not in gang.pods:
             return
         gang.created.add(name)
+        gang.returned.append(t)
         if not gang.submitted and len(gang.created) >= gang.job.members:
             gang.submitted = True
+            if len(gang.returned) > 1:      # the client's pace: its pods returned one after another
+                self.client_pace.append((max(gang.returned) - min(gang.returned)) / (len(gang.returned) - 1))
             self._emit(t, job_id, Kind.SUBMITTED)
 
     def _create_failed(self, t: float, job_id: int, name: str, body: dict, reason: str) -> None:
@@ -188,6 +194,9 @@ class RealKube(RealKubeFamily):
     def control_plane(self) -> dict[str, Any]:
         out = super().control_plane()
         lat = np.array(self.pod_latency)
+        if self.client_pace:
+            out["client_pace_ms"] = round(float(np.median(self.client_pace)) * 1000.0, 3)
+            out["client_pace_gangs"] = len(self.client_pace)
         if lat.size:
             out["client_pod_bind_p50_s"] = float(np.quantile(lat, 0.5))
             out["client_pod_bind_p99_s"] = float(np.quantile(lat, 0.99))

@@ -19,6 +19,7 @@ from fakes.prom import config
 from fakes.prom.client import PromClient, PromQueryError
 from fakes.prom.config import ScrapeJob
 from fakes.real import procs
+from loadgen.model.signals import signals_held
 
 DEFAULT_BINARY = "/usr/bin/prometheus"
 PORT_ATTEMPTS = 3          # free_port() can lose a race with another process before Prometheus binds
@@ -117,7 +118,7 @@ class PrometheusServer:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, wait up to grace_s (Prometheus flushes its head block), then SIGKILL."""
-        with procs.signals_held():
+        with signals_held():
             self._stop_process(grace_s)
         atexit.unregister(self.stop)
 

@@ -42,11 +42,12 @@ from collections import Counter
 
 import numpy as np
 
+from fakes.ray.traits import RayTraits
 from fakes.sim.base import JobState, SimTarget
 from loadgen.model.target import ChaosAction, TargetContext
 
 
-class SimRay(SimTarget):
+class SimRay(RayTraits, SimTarget):
     name = "ray"
     restart_whole_gang = False
 

@@ -195,13 +195,3 @@ def stop_at_exit(fn: Callable[[], None]) -> None:
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     except ValueError:       # not the main thread: the caller's own handler applies
         pass
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT/SIGTERM wait until the block is done: a second Ctrl-C must not stop a cleanup half-way."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -2,9 +2,11 @@
 apiserver and etcd (fakes/sim/controlplane.py), so etcd quota pressure stalls them both.
 
 A job's objects are created by the client (gangstorm); a create returns create_ms after it is
-sent, and only then does the scheduler side see the object. If etcd refuses (NOSPACE) or the
-apiserver throttles (429) the client retries every client_retry_s until submit_timeout_s, then
-gives up.
+sent, and only then does the scheduler side see the object. The client sends objects one after
+another, client_create_ms apart (a scheduler section may set it: the pace of gangstorm's own Python
+client on this machine class; 0, an ideal client, when unset), so a gang's last pod is seen later
+than its first. If etcd refuses (NOSPACE) or the apiserver throttles (429) the client retries every
+client_retry_s until submit_timeout_s, then gives up.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class KubeFamily(SimTarget):
         self.pod_bytes = ctx.control_plane["object_bytes"]["pod"]
         self.create_s = ctx.control_plane["create_ms"] / 1000.0
         self.write_s = ctx.control_plane["write_ms"] / 1000.0
+        self.client_s = float(ctx.config.get("client_create_ms") or 0.0) / 1000.0
+        self.client_free_at = 0.0                  # when the client can send its next object
 
     def _objects(self, js: JobState) -> list[float]:
         """Bytes of each object the client creates for this job."""
@@ -40,16 +44,21 @@ class KubeFamily(SimTarget):
             return
         result = "ok"
         objects = self._objects(js)
-        done = js.extra.get("objects_done", 0)
+        done = first = js.extra.get("objects_done", 0)
         for nbytes in objects[done:]:
             result = self.cp.write(t, nbytes)
             if result != "ok":
                 break
             done += 1
         js.extra["objects_done"] = done
+        # the client's pace: these objects go out one after another, the first as soon as the client
+        # is free, each next one client_create_ms later
+        sent_last = max(t, self.client_free_at) + self.client_s * max(done - first - 1, 0)
+        if done > first:
+            self.client_free_at = sent_last + self.client_s
         if result == "ok":
             js.extra["created"] = True
-            self._at(t + self.create_s, self._created, js)   # the creates return
+            self._at(sent_last + self.create_s, self._created, js)   # the last create returns
             return
         self._count(f"create_refused_{result}")
         self._maybe_auto_recover(t)

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from fakes.real.procs import alive, free_port_block, signal_group, signals_held, spawn, stop_all, stop_at_exit
+from fakes.real.procs import alive, free_port_block, signal_group, spawn, stop_all, stop_at_exit
 from fakes.slurm.conf import SlurmConf, conf_path
 from fakes.slurm.endpoint import SlurmEndpoint
 from loadgen.model.fleet import Fleet
+from loadgen.model.signals import signals_held
 
 MARKER = "GANGSTORM_SLURM_RUN"
 NODE_MARKER = "GANGSTORM_SLURM_NODE"

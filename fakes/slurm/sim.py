@@ -48,6 +48,7 @@ from typing import Callable
 import numpy as np
 
 from fakes.sim.base import JobState, SimTarget
+from fakes.slurm.traits import SlurmTraits
 from loadgen.model.events import Kind
 from loadgen.model.target import TargetContext
 
@@ -72,7 +73,7 @@ class _BackfillPass:
     yielded_at: float = 0.0
 
 
-class SimSlurm(SimTarget):
+class SimSlurm(SlurmTraits, SimTarget):
     name = "slurm"
     restart_whole_gang = True        # --requeue: the whole job goes back to the queue
 

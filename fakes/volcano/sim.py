@@ -44,6 +44,7 @@ import numpy as np
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
+from fakes.volcano.traits import VolcanoTraits
 from loadgen.model.target import TargetContext
 
 FIRST_TIER = ("priority", "gang", "conformance")   # as the real backend's scheduler_conf tiers them
@@ -77,7 +78,7 @@ def _share(alloc: float, deserved: float) -> float:
     return alloc / deserved
 
 
-class SimVolcano(KubeFamily):
+class SimVolcano(VolcanoTraits, KubeFamily):
     name = "volcano"
     restart_whole_gang = True
 

@@ -19,12 +19,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
-from fakes.real.kubefamily import TIMEOUT, Gang, RealKubeFamily
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
+from fakes.volcano.traits import VolcanoTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
@@ -51,7 +52,7 @@ def dns_name(text: str) -> str:
     return f"{clean[:NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
 
 
-class RealVolcano(RealKubeFamily):
+class RealVolcano(VolcanoTraits, RealKubeFamily):
     name = "volcano"
 
     def __init__(self, ctx: TargetContext):

@@ -1,4 +1,5 @@
-"""Published figures the reference profile is fitted to (role "fit") or checked against ("held_out").
+"""Published figures the reference profile is fitted to (role "fit") or checked against ("held_out"),
+and published floors it must stay above (role "floor": a CI threshold is a minimum, never a target).
 
 Each anchor is rebuilt as the workload its publication measured, run on the simulated scheduler
 with a profile, and measured the way the publication measured it (throughput over the measured
@@ -28,8 +29,18 @@ from loadgen.measure.recorder import Recorder
 from loadgen.drive.runner import run_virtual
 from loadgen.input.scenario import Scenario, from_dict
 
-K8S_PERF = ("kubernetes test/integration/scheduler_perf/misc/performance-config.yaml, SchedulingBasic "
-            "(throughput threshold = minimum average pods/s; in-process apiserver, client QPS 5000)")
+K8S_PR131345 = ("kubernetes/kubernetes PR #131345, comment of 2025-04-23: two runs of scheduler_perf "
+                "SchedulingBasic/5000Nodes_10000Pods on master at the v1.33.0 release, on the contributor's machine "
+                "(hardware not named); the figure is the mean of the two runs' SchedulingThroughput Average computed "
+                "from the posted 1-s samples (622.1 and 616.2 pods/s); in-process apiserver, client QPS 5000")
+K8S_GODEL = ("kubewharf/godel-scheduler docs/performance/best-practice.md: kube-scheduler of Kubernetes v1.29.14 on "
+             "30,000 KWOK nodes, the whole control plane on one Xeon Platinum 8260 (48 cores / 96 threads, 384 GB, "
+             "NVMe), pods created directly at 2,000/s, clientConnection QPS/burst 10,000, log level 4: "
+             "'about 300 pods/s' end to end (430 at the peak), read off their chart")
+K8S_FLOOR = ("kubernetes v1.36.1 test/integration/scheduler_perf/misc/performance-config.yaml, "
+             "SchedulingBasic/5000Nodes_10000Pods threshold 270: a CI floor set below the lowest SchedulingThroughput "
+             "Average of recent ci-benchmark-scheduler-perf runs (README 'How to calculate the threshold', PR #136276), "
+             "not a throughput: the simulation must stay above it")
 SLURM_DOC = "Slurm documentation doc/html/slurm.shtml (Performance)"
 RAY_PR = ("ray-project/ray PR #63839 (June 2026), release test placement_group_performance_test.py: 100 groups "
           "of N bundles {custom: 0.001}, SPREAD over 5 nodes, create + wait + remove, Ray's timeit; the PR column, "
@@ -38,6 +49,9 @@ RAY_PR = ("ray-project/ray PR #63839 (June 2026), release test placement_group_p
 RAY_LOCAL = ("Ray's placement_group_performance_test shape on this machine class: 100 SPREAD groups of N bundles "
              "{custom: 0.001} over 5 real raylets (+ a resource-less head), create + wait + remove, Ray's timeit "
              "(python -m fakes.ray.pgperf)")
+K8S_PERF_HERE = ("kubernetes v1.36.1 test/integration/scheduler_perf SchedulingBasic run on this machine class "
+                 "(tools/k8s/scheduler-perf/performance-config.yaml; make scheduler-perf; python -m fakes.kube.schedperf): "
+                 "SchedulingThroughput Average, in-process apiserver, client QPS 5000")
 VC_DOC = ("volcano docs/user-guide/how_to_tune_volcano_performance.md: 10,000 jobs x 1 pod in about 180 s "
           "with the admission webhook disabled (8-core Kind cluster; the benchmark, wzshiming/kube-scheduling-perf, "
           "runs vc-controller-manager and vc-scheduler with --kube-api-qps/--kube-api-burst 1000)")
@@ -53,7 +67,7 @@ class Anchor:
     published: float | None                           # the publication's figure; None: measured here
     unit: str
     source: str
-    role: str                                         # "fit" or "held_out"
+    role: str                                         # "fit", "held_out" or "floor" (a minimum, never a target)
     scenario: dict                                    # scenario overrides (fleet, scheduler settings)
     jobs: Callable[[], list[Job]]                     # the workload
     measured: Callable[[Recorder], float]             # the figure, as the publication measures it
@@ -112,8 +126,57 @@ def throughput(first_id: int, of: str = "admit") -> Callable[[Recorder], float]:
     return measure
 
 
+def sampled_throughput(first_id: int, interval_s: float = 1.0) -> Callable[[Recorder], float]:
+    """scheduler_perf's SchedulingThroughput Average (test/integration/scheduler_perf/util.go
+    throughputCollector): from the start of the measured pods (their submission, or the last init
+    job's admission if later), a sample every interval_s; the first tick that sees a measured pod
+    admitted starts the count, each later tick that sees more gives (new admissions) / (time since
+    the last counted tick), repeated for ticks that saw none; the pods admitted after the last tick
+    are not sampled (the collector stops when all are scheduled). The figure is the samples' mean; a
+    run too short for one sample (scheduler_perf then reports none) gives the plain throughput."""
+    def measure(rec: Recorder) -> float:
+        ids = np.array([j.id for j in rec.jobs]) >= first_id
+        done = np.sort(rec.admit[ids])
+        if np.isnan(done).any() or not len(done):
+            return float("nan")
+        start = rec.submit[ids].min()
+        if (~ids).any():
+            start = max(start, float(np.nanmax(rec.admit[~ids])))
+        samples: list[float] = []
+        last_n, last_t, skipped, started = 0, start, 0, False
+        tick = start + interval_s
+        while tick <= done[-1]:
+            n = int(np.searchsorted(done, tick, side="right"))
+            if n and not started:
+                started, last_n, last_t = True, n, tick
+            elif started and n > last_n:
+                samples += [(n - last_n) / (tick - last_t)] * (skipped + 1)
+                last_n, last_t, skipped = n, tick, 0
+            elif started:
+                skipped += 1
+            tick += interval_s
+        return float(np.mean(samples)) if samples else float(ids.sum() / (done[-1] - start))
+    return measure
+
+
 def _stream(rate: float, seconds: float, dur: float) -> Callable[[], list[Job]]:
     return lambda: [_job(i, i / rate, dur=dur) for i in range(int(rate * seconds))]
+
+
+# scheduler_perf's client (scheduler_perf/util.go): QPS and burst 5000, and the pods created by the
+# benchmark's own Go client in the same process, not at the pace of gangstorm's Python client
+PERF_CLIENT = {"schedulers.kube.api_qps": 5000.0, "schedulers.kube.api_burst": 5000, "schedulers.kube.client_create_ms": 0.0}
+
+
+def _perf_here(workload: str, nodes: int, init: int, measured: int, role: str) -> Anchor:
+    """scheduler_perf SchedulingBasic/<workload> as measured here: init pods, then the measured ones
+    all at once, on `nodes` empty nodes; the figure is measured the way scheduler_perf measures it.
+    Its nodes hold 40 of its pods (4 CPUs, 100m each); ours one per GPU, so enough GPUs for all."""
+    gpus = max(8, -(-(init + measured) // nodes) + 1)
+    return Anchor("kube", f"kube-perf-{workload}", None, "pods/s", K8S_PERF_HERE, role,
+                  {**PERF_CLIENT, "fleet.nodes": nodes, "fleet.gpus_per_node": gpus},
+                  _burst(init, measured), sampled_throughput(init), profile="local",
+                  measured_file=f"results/fidelity-scale/kube/bench-{workload}.json")
 
 
 def _ray(bundles: int) -> Callable[[], list[Job]]:
@@ -132,13 +195,24 @@ def _ray_anchor(bundles: int, published: float | None, role: str, profile: str =
 
 
 ANCHORS: list[Anchor] = [
-    Anchor("kube", "kube-5000-nodes-10k-pods", 680.0, "pods/s", K8S_PERF, "fit",
-           {"fleet.nodes": 5000, "schedulers.kube.api_qps": 5000.0, "schedulers.kube.api_burst": 5000},
-           _burst(1000, 10_000), throughput(1000)),
-    Anchor("kube", "kube-5000-nodes-50k-pods", 810.0, "pods/s", K8S_PERF, "held_out",
-           {"fleet.nodes": 5000, "schedulers.kube.api_qps": 5000.0, "schedulers.kube.api_burst": 5000},
-           _burst(5000, 30_000), throughput(5000),
-           notes="50,000 measured pods in the publication; 30,000 here (5,000 nodes x 8 GPUs hold 40,000)"),
+    Anchor("kube", "kube-perf-5000Nodes_10000Pods-pr131345", 619.1, "pods/s", K8S_PR131345, "fit",
+           {**PERF_CLIENT, "fleet.nodes": 5000},
+           _burst(1000, 10_000), sampled_throughput(1000)),
+    Anchor("kube", "kube-30000-nodes-created-2000-per-s", 300.0, "pods/s", K8S_GODEL, "held_out",
+           {"fleet.nodes": 30_000, "schedulers.kube.api_qps": 10_000.0, "schedulers.kube.api_burst": 10_000,
+            "schedulers.kube.client_create_ms": 0.0},
+           _stream(2000.0, 30.0, 1e6), throughput(0),
+           notes="60,000 pods created at 2,000/s (the publication: 800,000 on nodes that hold 27 each); measured: "
+                 "pods bound per second from the first create to the last bind"),
+    Anchor("kube", "kube-perf-5000Nodes_10000Pods-ci-floor", 270.0, "pods/s", K8S_FLOOR, "floor",
+           {**PERF_CLIENT, "fleet.nodes": 5000},
+           _burst(1000, 10_000), sampled_throughput(1000)),
+    _perf_here("500Nodes", 500, 500, 1000, "held_out"),
+    _perf_here("2000Nodes", 2000, 1000, 4000, "held_out"),
+    _perf_here("5000Nodes_10000Pods", 5000, 1000, 10_000, "held_out"),
+    _perf_here("10000Nodes_10000Pods", 10_000, 1000, 10_000, "held_out"),
+    _perf_here("500Nodes_5000Pods", 500, 500, 5000, "held_out"),          # longer runs at the smaller sizes
+    _perf_here("2000Nodes_10000Pods", 2000, 1000, 10_000, "held_out"),
     Anchor("slurm", "slurm-accept-1000-submissions-per-s", 1000.0, "jobs/s", SLURM_DOC, "fit",
            {"fleet.nodes": 10_000}, _stream(2000.0, 5.0, 1e6), throughput(0, of="accept"),
            notes="submissions offered at 2,000/s; measured: submit RPCs answered per second"),
@@ -163,11 +237,11 @@ ANCHORS: list[Anchor] = [
 def scenario_for(anchor: Anchor, profile: Profile) -> Scenario:
     over = {"duration_h": 1.0, "warmup_h": 0.0, "drain_h": 0.0, **anchor.scenario,
             f"schedulers.{anchor.scheduler}.observe_ms": 0.0}
-    return from_dict({}, f"<anchor {anchor.name}>", profile).with_overrides(**over)
+    return from_dict({}, f"<anchor {anchor.name}>", profile, overrides=over)
 
 
-def reproduce(anchor: Anchor, profile: Profile) -> float:
-    """The anchor's figure from the simulated scheduler timed by `profile`."""
+def simulate(anchor: Anchor, profile: Profile):
+    """The anchor's workload on the simulated scheduler timed by `profile`: (recorder, target)."""
     sc = scenario_for(anchor, profile)
     jobs = anchor.jobs()
     target = target_class(anchor.scheduler, "sim")(TargetContext(
@@ -176,7 +250,12 @@ def reproduce(anchor: Anchor, profile: Profile) -> float:
     rec = Recorder(jobs)
     target.start()
     run_virtual(target, jobs, [], anchor.end_s, anchor.end_s, rec)
-    return anchor.measured(rec)
+    return rec, target
+
+
+def reproduce(anchor: Anchor, profile: Profile) -> float:
+    """The anchor's figure from the simulated scheduler timed by `profile`."""
+    return anchor.measured(simulate(anchor, profile)[0])
 
 
 def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
@@ -190,6 +269,7 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
         rows.append({"scheduler": a.scheduler, "anchor": a.name, "role": a.role, "unit": a.unit,
                      "figure": value, "origin": origin, "sim": round(sim, 2),
                      "ratio": round(value / sim, 3) if ok else None, "source": a.source,
+                     **({"meets_floor": bool(ok and sim >= value)} if a.role == "floor" else {}),
                      **({"published": a.published} if origin == "published" else {}),
                      **({"notes": a.notes} if a.notes else {})})
     return rows
@@ -199,7 +279,7 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
 # them together (one published figure cannot split a fixed from a per-node cost, so their measured
 # ratio is kept); a (section, key, lo, hi) tuple is a knob that sets that parameter's value.
 KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]]] = {
-    "kube": {"cycle": [("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us")]},
+    "kube": {"cycle": [("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us"), ("kube", "score_per_node_us")]},
     "slurm": {"rpc": [("slurm", "rpc_ms")],
               "cycles": [("slurm", k) for k in ("main_cycle_base_ms", "main_cycle_per_job_us", "main_cycle_per_job_node_ns",
                                                 "bf_cycle_base_ms", "bf_cycle_per_job_us", "bf_cycle_per_job_node_ns")]},
@@ -278,6 +358,41 @@ def ratio_reference(profile: Profile, scheduler: str) -> tuple[Profile, list[dic
 BORROWED: dict[str, tuple[str, str, str]] = {"volcano": ("kube", "cycle", "session")}
 
 
+# Knobs set by a measured ratio instead of a search: the same benchmark measured here (a local
+# anchor) and published (a reference fit anchor). The reference profile's costs are then this machine
+# class's measured costs x (figure here / published figure), a hardware ratio with both ends measured.
+MEASURED_RATIO: dict[str, tuple[str, str, str]] = {
+    "kube": ("cycle", "kube-perf-5000Nodes_10000Pods", "kube-perf-5000Nodes_10000Pods-pr131345")}
+
+
+# What the reference profile sets itself rather than taking from the base profile: sim runs model
+# the schedulers, and the generator must never be what limits them (issue 32), so the reference
+# client sends pods at no pace of its own; local keeps the pace of gangstorm's Python client here.
+REFERENCE_OWN: dict[tuple[str, str], tuple[float, str, str, str]] = {
+    ("kube", "client_create_ms"): (0.0, "ms", "sourced", "an ideal client: the reference profile times the "
+                                   "schedulers, and the generator must never be what limits them (issue 32); local "
+                                   "carries the pace of gangstorm's own Python client on this machine"),
+}
+
+
+def _by_name(name: str) -> Anchor:
+    return next(a for a in ANCHORS if a.name == name)
+
+
+def _measured_ratio(profile: Profile, scheduler: str) -> tuple[Profile, list[dict], dict]:
+    knob, here_name, published_name = MEASURED_RATIO[scheduler]
+    here, origin = figure(_by_name(here_name))
+    published = _by_name(published_name).published
+    if here is None:
+        raise ValueError(f"{scheduler}: the benchmark {here_name} has not run here yet ({origin})")
+    factor = here / published
+    fitted = _scaled(profile, scheduler, {("knob", knob): factor})
+    rows = table(fitted, [a for a in anchors_for("reference") if a.scheduler == scheduler])
+    return fitted, rows, {"factors": {knob: round(factor, 4)},
+                          "measured_ratio": {"here": here_name, "here_figure": here, "here_origin": origin,
+                                             "published": published_name, "published_figure": published}}
+
+
 def _knob_params(scheduler: str, knob: str) -> list[tuple[str, str]]:
     spec = KNOBS[scheduler][knob]
     return [spec[:2]] if isinstance(spec, tuple) else list(spec)
@@ -331,25 +446,26 @@ def _borrowed(profile: Profile, scheduler: str, donor: dict) -> tuple[Profile, l
 
 
 def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, description: str,
-                         command: str, keep: Profile | None = None) -> tuple[Profile, dict]:
+                         command: str) -> tuple[Profile, dict]:
     """A profile whose throughput knobs are fitted to the published anchors (or scaled by measured
-    ratios, RATIOS); the rest of those schedulers' values is `base`'s. Every other value and
-    validation is `keep`'s (an existing reference profile) when given, else `base`'s. A scheduler
-    counts as calibrated only when it has a held-out anchor to validate on."""
+    ratios, RATIOS); the rest is `base`'s. A scheduler counts as calibrated only when it has a
+    held-out anchor to validate on."""
     import copy
     from loadgen.input.profile import Param
-    out = copy.deepcopy(keep or base)
+    out = copy.deepcopy(base)
     out.name, out.description = name, description
-    for s in schedulers:
-        out.params[s] = copy.deepcopy(base.params[s])
     report = {}
     fits: dict[str, tuple[Profile, list[dict], dict]] = {}
 
     def fit_of(s: str) -> tuple[Profile, list[dict], dict]:
         if s not in fits:
-            fits[s] = fit_reference(base, s) if s not in BORROWED else _borrowed(base, s, fit_of(BORROWED[s][0])[2])
+            fits[s] = (_measured_ratio(base, s) if s in MEASURED_RATIO else fit_reference(base, s) if s not in BORROWED
+                       else _borrowed(base, s, fit_of(BORROWED[s][0])[2]))
         return fits[s]
 
+    for (section, key), (value, unit, prov, src) in REFERENCE_OWN.items():
+        if section in schedulers and key in out.params.get(section, {}):
+            out.params[section][key] = Param(value, unit, prov, src)
     for s in schedulers:
         if s in RATIOS:
             scaled, rows, info = ratio_reference(base, s)
@@ -370,7 +486,11 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
                 old = base.params[section][key]
                 how = (f"set to {info['factors'][knob]:g}" if isinstance(spec, tuple) else
                        f"{old.provenance} value {old.value:g} ({old.source}) scaled by {info['factors'][knob]:g}")
-                why = (f"to match published figures: {fit_text} [{fit_rows[0]['source']}]" if fit_rows else
+                m = info.get("measured_ratio")
+                why = (f"= {m['here_figure']:g} / {m['published_figure']:g}, the same benchmark measured here "
+                       f"({m['here']}: {m['here_origin']}) and published ({m['published']} [{fit_rows[0]['source']}])"
+                       if m else
+                       f"to match published figures: {fit_text} [{fit_rows[0]['source']}]" if fit_rows else
                        f"= the {BORROWED[s][0]} reference factor (its fit to "
                        f"{', '.join(a.name for a in ANCHORS if a.scheduler == BORROWED[s][0] and a.role == 'fit')}): "
                        "no published figure of its own isolates this cost")
@@ -381,7 +501,10 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
 
 
 def _validation(rows: list[dict], info: dict) -> dict:
-    entry = {"anchors": rows, "fit": info}
+    entry: dict[str, Any] = {"anchors": rows, "fit": info}
+    floors = [r for r in rows if r["role"] == "floor"]
+    if floors:
+        entry["floors"] = {r["anchor"]: {"floor": r["figure"], "sim": r["sim"], "met": r["meets_floor"]} for r in floors}
     held = [r for r in rows if r["role"] == "held_out"]
     if held:
         ratios = [r["ratio"] for r in held if r["ratio"] is not None]

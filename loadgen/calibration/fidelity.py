@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from statistics import mean
 
+from loadgen.model.numbers import NA, fixed, significant
+
 P999_MIN_N = 1000
 GOAL_RATIO = (0.8, 1.25)
 GOAL_UTIL_PP = 3.0
@@ -66,11 +68,11 @@ def held_out_summary(rows: list[dict]) -> dict:
 
 def table(scheduler: str, rows: list[dict]) -> str:
     """Markdown: one line per case, real mean with its spread, the twin, the ratios."""
-    def f(x, d=2):           # seconds and ratios: 3 significant digits (tails span ms to minutes)
-        return "n/a" if x is None else (f"{x:.{d}f}" if d == 3 else f"{x:.3g}")
+    def f(x, util=False):    # seconds and ratios: 3 significant digits (tails span ms to minutes)
+        return fixed(x, 3) if util else significant(x, 3)
 
-    def spread(s, d=2):
-        return "n/a" if not s else f"{f(s[0], d)}-{f(s[1], d)}"
+    def spread(s, util=False):
+        return NA if not s else f"{f(s[0], util)}-{f(s[1], util)}"
 
     lines = [f"| {scheduler} case | role | runs x n | real p50 s (spread) | sim p50 | ratio | real p99 s (spread) "
              "| sim p99 | ratio | p99.9 ratio | real util (spread) | sim util | diff pp | in goal |",
@@ -79,7 +81,8 @@ def table(scheduler: str, rows: list[dict]) -> str:
         rl, sp, sm = r["real"], r["real_spread"], r["sim"]
         lines.append(f"| {r['case']} | {r['role']} | {r['runs']} x {r['n']} | {f(rl['p50'])} ({spread(sp['p50'])}) "
                      f"| {f(sm['p50'])} | {f(r['p50_ratio'])} | {f(rl['p99'])} ({spread(sp['p99'])}) | {f(sm['p99'])} "
-                     f"| {f(r['p99_ratio'])} | {f(r['p999_ratio'])} | {f(rl['alloc_util'], 3)} "
-                     f"({spread(sp['alloc_util'], 3)}) | {f(sm['alloc_util'], 3)} | {f(r['util_diff_pp'])} "
+                     f"| {f(r['p99_ratio'])} | {f(r['p999_ratio'])} | {f(rl['alloc_util'], util=True)} "
+                     f"({spread(sp['alloc_util'], util=True)}) | {f(sm['alloc_util'], util=True)} "
+                     f"| {f(r['util_diff_pp'])} "
                      f"| {'yes' if r['within_goal'] else 'no'} |")
     return "\n".join(lines)

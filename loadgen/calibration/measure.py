@@ -58,32 +58,38 @@ def slurm(runs: Runs) -> Measured:
                                     f"{len(submit)} runs (lock waits included, as the sim's RPCs)")
     main = [(cp["main_mean_depth"] * nodes, cp["main_mean_cycle_us"]) for nodes, cp in cps if cp.get("main_cycles")]
     if main:
-        base, per = line([x for x, _ in main], [y for _, y in main])
-        src = (f"sdiag main schedule Mean cycle against Mean depth cycle x nodes, least squares over {len(main)} "
-               f"runs at {sorted({nodes for nodes, _ in cps})} nodes")
-        out[("slurm", "main_cycle_base_ms")] = (base / 1000.0, src)
-        out[("slurm", "main_cycle_per_job_node_ns")] = (per * 1000.0, src)
-        out[("slurm", "main_cycle_per_job_us")] = (0.0, src + "; not separable from the per-node term at these scales")
+        _cycle_fit(out, "main", main, f"sdiag main schedule Mean cycle against Mean depth cycle x nodes, least "
+                   f"squares over {len(main)} runs at {sorted({nodes for nodes, _ in cps})} nodes")
     bf = [(cp["bf_last_depth"] * nodes, cp["bf_mean_cycle_us"]) for nodes, cp in cps
           if cp.get("bf_cycles") and cp.get("bf_last_depth")]
     if len(bf) >= 3:
-        base, per = line([x for x, _ in bf], [y for _, y in bf])
-        src = (f"sdiag backfill Mean cycle against Last depth cycle x nodes, least squares over {len(bf)} runs "
-               f"(of {n})")
-        out[("slurm", "bf_cycle_base_ms")] = (base / 1000.0, src)
-        out[("slurm", "bf_cycle_per_job_node_ns")] = (per * 1000.0, src)
-        out[("slurm", "bf_cycle_per_job_us")] = (0.0, src + "; not separable from the per-node term at these scales")
+        _cycle_fit(out, "bf", bf, f"sdiag backfill Mean cycle against Last depth cycle x nodes, least squares "
+                   f"over {len(bf)} runs (of {n})")
     return out
 
 
-def _median(runs: Runs, *path: str) -> tuple[float | None, int]:
-    vals = []
-    for _, r in runs:
+def _cycle_fit(out: Measured, cycle: str, points: list[tuple[float, float]], src: str) -> None:
+    """A Slurm scheduling cycle's fixed and per-(job x node) cost from (depth x nodes, cycle us) points."""
+    base, per = line([x for x, _ in points], [y for _, y in points])
+    out[("slurm", f"{cycle}_cycle_base_ms")] = (base / 1000.0, src)
+    out[("slurm", f"{cycle}_cycle_per_job_node_ns")] = (per * 1000.0, src)
+    out[("slurm", f"{cycle}_cycle_per_job_us")] = (0.0, src + "; not separable from the per-node term at these scales")
+
+
+def _points(runs: Runs, path: tuple[str, ...]) -> list[tuple[int, float]]:
+    """(fleet nodes, figure) of every run whose control_plane holds a positive number at `path`."""
+    pts = []
+    for c, r in runs:
         v = r.get("control_plane", {})
         for key in path:
             v = v.get(key) if isinstance(v, dict) else None
         if isinstance(v, (int, float)) and v > 0:
-            vals.append(float(v))
+            pts.append((c.nodes, float(v)))
+    return pts
+
+
+def _median(runs: Runs, *path: str) -> tuple[float | None, int]:
+    vals = [v for _, v in _points(runs, path)]
     return (median(vals) if vals else None), len(vals)
 
 
@@ -107,13 +113,7 @@ def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str,
               what: str) -> None:
     """A cost the component reports per operation, split by least squares over the fleet sizes into a
     fixed part (ms) and a per-node part (us)."""
-    pts = []
-    for c, r in runs:
-        v = r.get("control_plane", {})
-        for key in path:
-            v = v.get(key) if isinstance(v, dict) else None
-        if isinstance(v, (int, float)) and v > 0:
-            pts.append((c.nodes, float(v)))
+    pts = _points(runs, path)
     if pts:
         icpt, slope = line([n for n, _ in pts], [y for _, y in pts])
         src = f"{what} against nodes, least squares over {len(pts)} runs at {sorted({n for n, _ in pts})} nodes"
@@ -122,11 +122,17 @@ def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str,
 
 
 def kube(runs: Runs) -> Measured:
+    """The apiserver and etcd costs. Not the scheduling cycle: its per-node costs only show at the
+    cost curve's 500-10,000 nodes (python -m fakes.kube.costcurve measures them from the
+    scheduler's algorithm and Filter/Score histograms), and scheduler_scheduling_attempt_duration_seconds,
+    what earlier profiles used, ends with the asynchronous binding cycle in 1.36: it holds the
+    bind's client-limiter wait and apiserver latency, which the twin models apart."""
     out: Measured = {}
-    # below 100 nodes kube-scheduler filters and scores every node (numFeasibleNodesToFind)
-    _per_node(runs, out, ("scheduler", "attempt_ms_mean"), ("kube", "cycle_base_ms"), ("kube", "cycle_per_node_us"),
-              "scheduler_scheduling_attempt_duration_seconds{result=scheduled} mean")
     _control_plane(runs, out, "kube")
+    v, n = _median(runs, "client_pace_ms")
+    if v is not None:
+        out[("kube", "client_create_ms")] = (v, f"the real adapter's client: median gap between a gang's pod "
+                                                f"creates returning, median of {n} real kube runs")
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from loadgen.drive.comparative import RunOptions, run, run_one
 from loadgen.input.plan import RunPlan, plan_run
 from loadgen.input.profile import Profile
-from loadgen.input.scenario import Scenario
+from loadgen.input.scenario import Scenario, from_dict
 from loadgen.drive.timescale import scaled_chaos, scaled_job
 
 
@@ -32,7 +32,7 @@ def wall_plan(scenario: Scenario, time_scale: float) -> RunPlan:
 
 def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None) -> dict:
     """The simulated scheduler on the real run's wall-clock plan; nothing written to disk."""
-    sc = scenario.with_profile(profile) if profile is not None else scenario
-    sc = sc.with_overrides(sample_every_s=max(scenario.data["sample_every_s"] / time_scale, 0.5))
+    sc = from_dict(scenario.raw, scenario.path, scenario.profile if profile is None else profile,
+                   overrides={"sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)})
     return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
                    wall_plan(scenario, time_scale), None)[0]

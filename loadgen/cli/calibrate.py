@@ -66,15 +66,21 @@ def anchors_main(args) -> int:
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    keep = load_profile(str(path)) if path.exists() else None      # the schedulers not named keep their values
     prof, report = calibrate_to_anchors(
         names, base, path.stem, f"production-class hardware: throughput fitted to published figures, the rest "
-        f"from profile {base.name} ({base.description})", command, keep)
+        f"from profile {base.name} ({base.description})", command)
+    if path.exists():
+        # into an existing profile: only the named schedulers' sections and validation are replaced
+        kept = load_profile(str(path))
+        for name in names:
+            kept.params[name] = prof.params[name]
+            kept.validation[name] = prof.validation[name]
+        prof = kept
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
     for name, entry in report.items():
         for r in entry["anchors"]:
-            print(f"{r['anchor']:<40} {r['role']:<9} published {r['published']:>9.1f}  sim {r['sim']:>9.1f}  "
+            print(f"{r['anchor']:<40} {r['role']:<9} published {r['figure']:>9.1f}  sim {r['sim']:>9.1f}  "
                   f"ratio {r['ratio']}")
     print(f"profile: {path}")
     return 0
@@ -84,7 +90,7 @@ def main(args) -> int:
     from loadgen.calibration.calibrate import Options, calibrate
     from loadgen.input.scenario import load
     from loadgen.output.storage import check_out_dir
-    check_out_dir(args.out or "results/calibration", reuse=True)   # keeps real runs to reuse
+    check_out_dir("results/calibration" if args.out is None else args.out, reuse=True)   # keeps real runs to reuse
     if args.write_profile:
         check_output_file(args.write_profile, "--write-profile")
     if args.anchors:

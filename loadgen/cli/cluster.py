@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, positive_int
-from loadgen.model.registry import SCHEDULERS
+from loadgen.model.registry import SCHEDULERS, target_class
 from loadgen.input.overrides import OVERRIDES
 
 DEFAULT_SCENARIO = "scenarios/baseline-3x.yaml"
@@ -94,7 +94,8 @@ def up(args) -> int:
     ctx = TargetContext(fleet=scenario.fleet(), config=scenario.scheduler_config(args.backend),
                         control_plane=scenario.section("control_plane"), seed=scenario.seed, run_dir=folder)
     folder.mkdir(parents=True, exist_ok=True)
-    kind = " (fakelets)" if args.backend == "ray" and ctx.config.get("nodes") == "fakelet" else ""
+    kind = target_class(args.backend, "real").fleet_kind(ctx.config)
+    kind = f" ({kind})" if kind else ""
     print(f"gangstorm: starting {args.backend} cluster {args.name!r}{kind}: {ctx.fleet.nodes} fake nodes x "
           f"{ctx.fleet.gpus_per_node} GPUs on 127.0.0.1 (folder {folder})", file=sys.stderr, flush=True)
     t0 = time.monotonic()

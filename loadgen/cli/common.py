@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -53,6 +52,41 @@ def add_overrides(parser, *dests: str, required: tuple[str, ...] = (), time_scal
                             default=time_scale if scale else None)
 
 
+SEEDS_HELP = ("run every seed as a complete run in <out>/seeds/<seed>/: N = the scenario's seed and the next N-1 "
+              "(1 to 60), a,b,c = those seeds; the summary gives each figure as the median over the seeds with its "
+              "95%% order-statistic interval and marks head-to-head differences that are not significant (exact "
+              "signed-rank test, alpha 0.05, needs >= 6 seeds); see docs/seeds.md")
+PARALLEL_HELP = ("with --seeds: at most J seeds at once, each in its own process (default: os.cpu_count()); "
+                 "a real backend runs one seed at a time")
+
+
+def add_seeds(parser, *parallel_flags: str) -> None:
+    """--seeds and the flag(s) bounding how many run at once (text, checked by seeds_from)."""
+    parser.add_argument("--seeds", metavar="N|a,b,c", help=SEEDS_HELP)
+    parser.add_argument(*parallel_flags, dest="parallel", metavar="J", help=PARALLEL_HELP)
+
+
+def check_seed_flags(args, parallel_flag: str) -> None:
+    """What the flags alone refuse, before the scenario is read."""
+    if args.seeds is not None and getattr(args, "seed", None) is not None:
+        raise UsageError("--seeds: not used with --seed (--seeds N runs the scenario's seed and the next N-1; "
+                         "--seeds a,b,c names every seed)")
+    if args.seeds is None and args.parallel is not None:
+        raise UsageError(f"{parallel_flag}: only with --seeds (a single seed's schedulers run one after another "
+                         f"on the same plan)")
+
+
+def seeds_from(args, scenario: Scenario, parallel_flag: str) -> tuple[list[int] | None, int, str]:
+    """(the seeds, how many at once, the rule that chose them); (None, 1, "") without --seeds."""
+    from loadgen.drive.seeds import parse_parallel, parse_seeds, seeds_rule
+    if args.seeds is None:
+        return None, 1, ""
+    seeds = parse_seeds(args.seeds, scenario.seed)
+    counted = "," not in args.seeds
+    return seeds, parse_parallel(args.parallel, args.backend or "sim", len(seeds), parallel_flag), \
+        seeds_rule(seeds, scenario.seed, counted)
+
+
 def _argtype(o: Override):
     def parse(text: str):
         try:
@@ -63,26 +97,20 @@ def _argtype(o: Override):
     return parse
 
 
-def scenario_from(args) -> Scenario:
-    """The subcommand's scenario with whichever shared overrides it declared."""
-    return load_with_overrides(args.scenario, profile=getattr(args, "profile", None),
+def scenario_from(args, fields: dict[str, str] | None = None) -> Scenario:
+    """The subcommand's scenario with whichever shared overrides it declared and its own flags
+    that set a scenario key (`fields`: dest -> dotted key), validated once."""
+    more = {f"--{dest.replace('_', '-')}": (key, getattr(args, dest)) for dest, key in (fields or {}).items()}
+    return load_with_overrides(args.scenario, profile=getattr(args, "profile", None), more=more,
                                **{d: getattr(args, d) for d in OVERRIDES if OVERRIDES[d].key and hasattr(args, d)})
 
 
-def check_output_file(path: str, flag: str = "") -> None:
-    """A file we may write: not a directory, not under a file, in a writable folder."""
-    p, name = Path(path), f"{flag} {path}" if flag else path
-    if p.is_dir():
-        raise UsageError(f"{name}: expected a file to write, got a directory")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{name}: expected a file to write, but {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise UsageError(f"{name}: expected a writable directory, {parent} is not writable")
-            break
-    if p.exists() and not os.access(p, os.W_OK):
-        raise UsageError(f"{name}: expected a writable file, it is read-only")
+def check_output_file(path: str, flag: str = "", **policy) -> None:
+    """A file we may write (loadgen/output/paths.py): a new or regular file, not a directory, a
+    device or a FIFO, not an input (`policy`: inputs=..., within=..., allowed=...), not under a
+    file, in a writable folder."""
+    from loadgen.output.paths import check_output_file as check
+    check(path, flag, **policy)
 
 
 def _positive(kind, noun: str):
@@ -133,3 +161,44 @@ class ProgressBar:
         if self.current is not None:
             self._draw(self.current, 1.0, end=True)
             self.current = None
+
+
+class SeedProgress:
+    """Seeds side by side (drive.seeds events): a line when each seed ends, and on a terminal one
+    status line redrawn in place with each running seed's scheduler and share done. A text detail
+    (the ceiling's progress lines) is printed as it comes, labelled with its seed."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.stream, self.total, self.finished = stream, total, 0
+        self.tty = stream.isatty()
+        self.running: dict[int, str] = {}
+
+    def __call__(self, kind: str, seed: int, *detail) -> None:
+        if kind == "start":
+            self.running[seed] = "starting"
+        elif kind == "progress" and len(detail) == 1 and isinstance(detail[0], str):
+            self._line(f"  [seed {seed}] {detail[0]}")
+            return
+        elif kind == "progress":
+            self.running[seed] = f"{detail[0]} {float(detail[-1]) * 100:3.0f}%"
+        elif kind in ("done", "stopped"):
+            self.running.pop(seed, None)
+            self.finished += 1
+            out = detail[0]
+            word = "done" if kind == "done" else out.status
+            self._line(f"  seed {seed:<6} {word} in {out.wall_s:.1f} s  [{self.finished}/{self.total}]")
+            return
+        if self.tty:
+            self._status()
+
+    def _line(self, text: str) -> None:
+        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
+        if self.tty:
+            self._status()
+        self.stream.flush()
+
+    def _status(self) -> None:
+        if not self.running:
+            return
+        self.stream.write("\r\033[K  running: " + ", ".join(f"seed {s} {what}" for s, what in sorted(self.running.items())))
+        self.stream.flush()

@@ -14,6 +14,9 @@ class CompareError(UserError):
     """A run or baseline that cannot be compared: one line, exit 2."""
 
 
+MAX_SUMMARY_BYTES = 256 * 1024 * 1024     # a 10,000-node four-scheduler summary.json is about 60 KiB
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "compare", help="compare two runs metric by metric; exit 1 on a regression beyond tolerance",
@@ -61,9 +64,14 @@ def per_metric(items: list[str]) -> dict[str, float]:
 
 def load_run(name: str, results: str) -> tuple[Path, dict]:
     """The summary a name points at: a folder with summary.json, a JSON file, or an index name."""
+    from loadgen.input import files
     from loadgen.output.index import resolve, runs
     p = Path(name)
-    if not p.exists():
+    try:
+        exists = p.exists()
+    except OSError as e:
+        raise CompareError(f"{name}: {files.os_reason(e)}") from None
+    if not exists:
         found = resolve(name, Path(results))
         if found is None:
             raise CompareError(f"{name}: expected a run folder, a summary.json or a name in {results}/index.jsonl "
@@ -71,13 +79,15 @@ def load_run(name: str, results: str) -> tuple[Path, dict]:
         p = found
     f = p / "summary.json" if p.is_dir() else p
     try:
-        doc = json.loads(f.read_text(), parse_constant=_no_constant)
-    except FileNotFoundError:
-        raise CompareError(f"{p}: expected a run folder holding summary.json, found none") from None
+        data = files.read_bytes(f, MAX_SUMMARY_BYTES, "gangstorm summary.json")
+    except files.FileError as e:
+        if e.expected == "no such file":
+            raise CompareError(f"{p}: expected a run folder holding summary.json, found none") from None
+        raise CompareError(str(e)) from None
+    try:
+        doc = files.loads(data.decode("utf-8").removeprefix("\ufeff"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise CompareError(f"{f}: expected a gangstorm summary.json, got binary data") from None
-    except OSError as e:
-        raise CompareError(f"{f}: cannot read it ({e.strerror or type(e).__name__})") from None
     except ValueError as e:
         raise CompareError(f"{f}: expected a gangstorm summary.json, got invalid JSON ({str(e).split(':')[0]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("schedulers"), dict):
@@ -93,6 +103,17 @@ def _no_constant(name: str):
     raise ValueError(f"non-finite number {name}")
 
 
+def _finite(o):
+    """NaN and infinities (a change from 0, a ratio to nothing) as null, as summary.json writes them."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
 def main(args) -> int:
     from loadgen.output.compare import compare, render
     tolerances = per_metric(args.per_metric)
@@ -100,9 +121,9 @@ def main(args) -> int:
     fb, b = load_run(args.run_b, args.results)
     result = compare(a, b, args.tolerance, tolerances)
     if args.json:
-        print(json.dumps({"a": str(fa), "b": str(fb), "notes": result.notes, "regressions": len(result.regressions),
-                          "rows": [{**r.__dict__, "delta": r.delta, "delta_pct": r.delta_pct} for r in result.rows]},
-                         indent=2))
+        doc = {"a": str(fa), "b": str(fb), "notes": result.notes, "regressions": len(result.regressions),
+               "rows": [{**r.__dict__, "delta": r.delta, "delta_pct": r.delta_pct} for r in result.rows]}
+        print(json.dumps(_finite(doc), indent=2, allow_nan=False))     # JSON has no Infinity: null
     else:
         print(f"A: {fa}\nB: {fb}")
         print(render(result, show_all=args.all))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loadgen.input.overrides import OVERRIDES
 from loadgen.cli.common import UsageError, add_overrides, add_targets, parse_schedulers, positive_int, scenario_from
+from loadgen.model.registry import SCHEDULERS, target_class
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"
 _TIMESPAN = re.compile(r"^\s*(?:\d+\s*)$|^\s*(?:\d+h)?\s*(?:\d+m(?:in)?)?\s*(?:\d+s)?\s*$")
@@ -115,10 +116,14 @@ def main(args) -> int:
     scenario = scenario_from(args)
     names = (existing and attached_schedulers(args.schedulers, existing)) or \
         parse_schedulers(args.schedulers or "kube", scenario)
-    shared = [n for n in names if n not in ("kube", "volcano")]
-    if existing is not None and (args.processes or args.master) and shared:
+    alone = [n for n in names if not target_class(n, args.backend).shares_one_watch]
+    if existing is not None and (args.processes or args.master) and alone:
+        watchers = [n for n in SCHEDULERS if target_class(n, "real").shares_one_watch]
+        watchers = ", ".join(watchers[:-1]) + " and " + watchers[-1] if len(watchers) > 1 else watchers[0]
         raise UsageError(f"--processes/--master: several Locust processes on one existing cluster observe it "
-                         f"once through the Kubernetes watch: kube and volcano only, not {', '.join(shared)}")
+                         f"once through the Kubernetes watch: {watchers} only, not {', '.join(alone)}")
+    if args.out is not None:
+        check_out_dir(args.out)
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))
     if existing is not None:       # foreign workloads, nodes, Volcano: refused before Locust starts
         from loadgen.input.plan import plan_run

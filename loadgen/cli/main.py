@@ -22,6 +22,15 @@ def build_parser():
         def error(self, message):          # argparse's own errors: one line, status 2
             self.exit(2, f"{self.prog}: error: {message}\n")
 
+        def parse_known_args(self, args=None, namespace=None):
+            # an empty value (`--trace ''`, `--kubeconfig ''`) is refused, never read as "not given"
+            namespace, extras = super().parse_known_args(args, namespace)
+            for action in self._actions:
+                if getattr(namespace, action.dest, None) == "" and action.dest != "help":
+                    name = action.option_strings[0] if action.option_strings else (action.metavar or action.dest).upper()
+                    namespace.empty_value = getattr(namespace, "empty_value", None) or name
+            return namespace, extras
+
     parser = _Parser(prog="gangstorm", description="Load and chaos testbed for GPU gang schedulers.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:
@@ -63,13 +72,24 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.model.errors import BackendError, UserError
         args = build_parser().parse_args(argv)
         try:
+            if getattr(args, "empty_value", None):
+                raise UserError(f"{args.empty_value}: expected a value, got an empty one")
             return int(args.func(args) or 0)
         except UserError as e:
-            print(f"gangstorm: error: {e}", file=sys.stderr)
+            print(f"gangstorm: error: {e}{_kept() if getattr(e, 'after_start', False) else ''}", file=sys.stderr)
             return 2
         except BackendError as e:
             print(f"gangstorm: error: {e}{_kept()}", file=sys.stderr)
             return 1
+        except OSError as e:
+            # what the machine refuses for any path (too long for the OS, a full disk, a quota, a
+            # read-only file system) is one line, wherever it is met
+            import errno
+            if e.errno not in (errno.ENAMETOOLONG, errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"gangstorm: error: {where}{e.strerror}{_kept()}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
         print(_interrupted(), file=sys.stderr)
         return 130
@@ -77,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (`gangstorm ... | head`): stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception:
+        # an interrupt a library turned into its own error (numpy's import raises ImportError when
+        # a KeyboardInterrupt lands inside its C initialisation) is still the interrupt
+        if SIGNALLED:
+            print(_interrupted(), file=sys.stderr)
+            return 130
+        raise
 
 
 def _last_folder():

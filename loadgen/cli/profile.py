@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from loadgen.input.schema import SCENARIO, Field
+from loadgen.model.numbers import fixed, significant
 
 
 def add_parser(sub) -> None:
@@ -86,7 +87,8 @@ def _validation_markdown(prof) -> None:
         if v.get("anchors"):
             print("| anchor | role | published | simulated | ratio (published / sim) |\n|---|---|---:|---:|---:|")
             for r in v["anchors"]:
-                print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {r['sim']:g} | {r['ratio']} |")
+                print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {significant(r['sim'])} "
+                      f"| {significant(r['ratio'])} |")
         held = v.get("held_out")
         print(f"\nHeld out: {json.dumps(held)}" if held else "\nNo held-out case: uncalibrated under this profile.")
 
@@ -102,9 +104,8 @@ def anchors(args) -> int:
     print(f"benchmark figures reproduced by the simulated schedulers, profile {prof.name}:\n")
     print(f"{'anchor':<40} {'role':<9} {'figure':>10} {'sim':>10}  {'ratio':>6}  unit")
     for r in rows:
-        ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        fig = "n/a" if r["figure"] is None else f"{r['figure']:.1f}"
-        print(f"{r['anchor']:<40} {r['role']:<9} {fig:>10} {r['sim']:>10.1f}  {ratio:>6}  {r['unit']}")
+        fig, sim = fixed(r["figure"], 1, grouping=False), fixed(r["sim"], 1, grouping=False)
+        print(f"{r['anchor']:<40} {r['role']:<9} {fig:>10} {sim:>10}  {fixed(r['ratio'], 2):>6}  {r['unit']}")
     print("\nratio = figure / simulated; origins: " + "; ".join(sorted({r["origin"] for r in rows}))
           + "; sources: " + "; ".join(sorted({r["source"] for r in rows})))
     return 0

@@ -20,8 +20,10 @@ def main(args) -> int:
     from loadgen.output.html import REPORT, write
     from loadgen.output.html.data import load
     folder = load(args.run_dir)                     # a bad folder is refused before anything is written
-    out = Path(args.out) if args.out else Path(args.run_dir) / REPORT
-    check_output_file(str(out), "--out" if args.out else "")
+    out = str(Path(args.run_dir) / REPORT) if args.out is None else args.out
+    # the page may replace the folder's own report.html, never one of the files it is built from
+    check_output_file(out, "--out" if args.out is not None else "", within=args.run_dir, allowed=(REPORT,))
+    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     path = write(folder, out)
     print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")

@@ -20,11 +20,16 @@ def add_parser(sub) -> None:
 def export(args) -> int:
     from loadgen.input.traces import export_jsonl
     from loadgen.input.workload import generate
-    check_output_file(args.output)
+    check_output_file(args.output, inputs=(args.scenario,))
     sc = scenario_from(args)
+    check_output_file(args.output, inputs=(args.scenario, sc.profile.path))
     jobs, info = generate(sc)
-    export_jsonl(jobs, args.output, {"scenario": sc.name, "seed": sc.seed, "nodes": sc.section("fleet")["nodes"],
-                                     "arrival_rate_per_s": info.arrival_rate_per_s})
+    try:
+        export_jsonl(jobs, args.output, {"scenario": sc.name, "seed": sc.seed, "nodes": sc.section("fleet")["nodes"],
+                                         "arrival_rate_per_s": info.arrival_rate_per_s})
+    except OSError as e:
+        from loadgen.cli.common import UsageError
+        raise UsageError(f"{args.output}: cannot be written ({e.strerror or type(e).__name__}); nothing was written") from None
     print(f"wrote {len(jobs):,} jobs to {args.output} ({info.arrival_rate_per_s:.3f} jobs/s, "
           f"{info.churn_multiplier:g}x churn)")
     return 0

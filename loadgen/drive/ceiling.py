@@ -10,15 +10,18 @@ lifetimes and the points differ only in how fast the control plane must turn wor
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from loadgen.measure import saturation
+from loadgen.model.numbers import NA, fixed
 from loadgen.drive.comparative import RunOptions, run
+from loadgen.input.limits import MAX_JOBS
 from loadgen.input.plan import preflight
-from loadgen.input.scenario import Scenario
+from loadgen.input.scenario import Scenario, ScenarioError
 from loadgen.input.workload import arrival_rate
 
 
@@ -115,6 +118,41 @@ def point(scenario: Scenario, m: float, jobs: int) -> Scenario:
                                       "sample_every_s": max(horizon_h * 36.0, 0.01)})   # ~100 samples
 
 
+def point_jobs(scenario: Scenario, m: float, jobs: int) -> float:
+    """The jobs a point at churn multiplier m plans (more than `jobs` once its horizon is held at
+    MIN_HORIZON_SLOS x the SLO)."""
+    p = point(scenario, m, jobs)
+    return arrival_rate(p) * p.data["duration_h"] * 3600.0
+
+
+def fit_to_limits(scenario: Scenario, spec: SearchSpec, jobs: int) -> tuple[SearchSpec, str | None]:
+    """The search with its largest multiplier lowered to the largest whose point fits one run
+    (loadgen/input/limits.py: MAX_JOBS), and a line saying so (None when nothing was lowered). At a
+    high churn a point's arrivals still last MIN_HORIZON_SLOS SLOs, so it plans more than `jobs`:
+    the scenario's own search may reach multipliers no single run can hold. A search whose first
+    point does not fit is refused with a line saying what to change."""
+    hi = _round(min(max(spec.hi, spec.lo), spec.hi))
+    if point_jobs(scenario, hi, jobs) <= MAX_JOBS:
+        return spec, None
+    start = _round(min(max(spec.start, spec.lo), spec.hi))
+    at_start = point_jobs(scenario, start, jobs)
+    if at_start > MAX_JOBS:
+        slo = scenario.data["slo"]["admission_p99_s"]
+        raise ScenarioError(scenario.path, "ceiling.start", f"a point at churn {start:g}x plans ~{at_start:,.0f} jobs, "
+                            f"more than one run may hold ({MAX_JOBS:,}): its arrivals last at least {MIN_HORIZON_SLOS} "
+                            f"x slo.admission_p99_s ({slo:g} s); lower --start, --slo-p99-s or --nodes")
+    lo = start                      # fits; hi does not: bisect geometrically to 4 significant digits
+    while hi / lo > 1.001:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if point_jobs(scenario, mid, jobs) <= MAX_JOBS else (lo, mid)
+    fit = float(f"{lo:.3g}") if point_jobs(scenario, float(f"{lo:.3g}"), jobs) <= MAX_JOBS else _round(lo * 0.999)
+    fit = max(min(fit, spec.hi), start)
+    note = (f"max_multiplier lowered from {spec.hi:g}x to {fit:g}x: a point above it plans more than {MAX_JOBS:,} jobs "
+            f"(one run's limit; its arrivals last at least {MIN_HORIZON_SLOS} SLOs); a search that reaches it ends "
+            f"with cap max_multiplier")
+    return dataclasses.replace(spec, hi=fit), note
+
+
 def measure(summary: dict, name: str, m: float) -> dict:
     """One point of one scheduler: the SLO figures, the offered rates and what was busy."""
     r = summary["schedulers"][name]
@@ -137,6 +175,17 @@ def measure(summary: dict, name: str, m: float) -> dict:
             "saturated_description": sat["description"], "run_dir": summary.get("_dir")}
 
 
+def check(scenario: Scenario) -> tuple[SearchSpec, str | None]:
+    """The scenario's search fitted to one run's limits (fit_to_limits) and the line saying so, its
+    first and busiest points checked before any run: a bad input is one line before anything is
+    written."""
+    njobs = int(scenario.data["ceiling"]["jobs"])
+    spec, limited = fit_to_limits(scenario, SearchSpec.from_scenario(scenario), njobs)
+    for m in (spec.start, spec.hi):
+        preflight(point(scenario, _round(min(max(m, spec.lo), spec.hi)), njobs))
+    return spec, limited
+
+
 def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str = "sim",
           time_scale: float = 60.0, progress=None, checkpoint: Callable[[dict], None] | None = None,
           existing=None) -> dict:
@@ -144,16 +193,17 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
 
     checkpoint(result) gets the result so far after every point ("complete": false until the last
     scheduler's search ends), so an interrupted search keeps the points it ran."""
-    spec = SearchSpec.from_scenario(scenario)
     njobs = int(scenario.data["ceiling"]["jobs"])
-    for m in (spec.start, spec.hi):       # the input of the first and busiest points checked before any run
-        preflight(point(scenario, _round(min(max(m, spec.lo), spec.hi)), njobs))
+    spec, limited = check(scenario)
+    if limited and progress:
+        progress(limited)
     points: dict[str, list[dict]] = {}
     ceiling: dict[str, dict] = {}
 
     def result(complete: bool) -> dict:
         return {"scenario": scenario.name, "slo": scenario.data["slo"], "backend": backend,
-                "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": njobs, "search": spec.__dict__,
+                "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": njobs,
+                "search": {**spec.__dict__, **({"limited": limited} if limited else {})},
                 "complete": complete, "points": points, "ceiling": ceiling}
 
     for name in schedulers:
@@ -172,7 +222,7 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
             if progress:
                 p = pts[m]
                 verdict_ = "met" if p["met"] else ("BROKEN (unsustained)" if p["slo_met"] else "BROKEN")
-                progress(f"  p99 {p['p99_s']} s, never admitted {p['never_admitted']}, {verdict_}; "
+                progress(f"  p99 {fixed(p['p99_s'], 3)} s, never admitted {p['never_admitted']}, {verdict_}; "
                          f"busiest {_busiest(p)}")
             return pts[m]["met"]
 
@@ -183,9 +233,9 @@ def sweep(scenario: Scenario, schedulers: list[str], out_dir: Path, backend: str
 
 def _busiest(p: dict) -> str:
     if not p["load"]:
-        return "n/a"
+        return NA
     k, v = max(p["load"].items(), key=lambda kv: (kv[1], kv[0]))
-    return f"{k} load {v:.2f}"
+    return f"{k} load {fixed(v, 2)}"
 
 
 def verdict(found: dict, pts: dict[float, dict]) -> dict:
@@ -206,3 +256,75 @@ def verdict(found: dict, pts: dict[float, dict]) -> dict:
                            "slo_met": broke["slo_met"], "sustained": broke["sustained"],
                            "control_plane": broke["figures"]}
     return out
+
+
+def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds: list[int], parallel: int,
+                rule: str = "as listed", backend: str = "sim", time_scale: float = 60.0, existing=None,
+                on_event=None) -> dict:
+    """`sweep` once per seed, each a complete search in out_dir/seeds/<seed>/ (its own ceiling.json),
+    side by side as drive.seeds runs them; out_dir/ceiling.json gets each scheduler's ceiling as the
+    median over the seeds with its interval and the pairwise tests (output.aggregate.ceiling),
+    rewritten as each seed starts and ends."""
+    import json
+    import time
+    from loadgen.drive.seeds import Outcome, cut_short, each_seed, seed_dir
+    from loadgen.output import aggregate
+    from loadgen.output.storage import atomic_write
+    per_scenario = {s: scenario.with_overrides(seed=s) for s in seeds}
+    for s in seeds:
+        check(per_scenario[s])
+    spec, limited = check(scenario)
+    head = {"scenario": scenario.name, "slo": scenario.data["slo"], "backend": backend,
+            "nodes": scenario.section("fleet")["nodes"], "jobs_per_point": int(scenario.data["ceiling"]["jobs"]),
+            "search": {**spec.__dict__, **({"limited": limited} if limited else {})}, "complete": False,
+            "seeds": {"planned": list(seeds), "completed": [], "running": [], "interrupted": [], "failed": {},
+                      "rule": rule, "parallel": parallel, "folders": "seeds/<seed>/"},
+            "points": {}, "ceiling": {}}
+    per_seed: dict[int, dict] = {}
+    t0 = time.monotonic()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {"result": head}
+
+    def write() -> None:
+        r = aggregate.ceiling(head, per_seed)
+        r["wall_s"] = round(time.monotonic() - t0, 3)
+        atomic_write(out_dir / "ceiling.json", json.dumps(r, indent=2, allow_nan=False) + "\n")
+        state["result"] = r
+
+    def work(seed: int, progress) -> None:
+        d = seed_dir(out_dir, seed)
+        d.mkdir(parents=True, exist_ok=True)
+
+        def save(result: dict) -> None:
+            atomic_write(d / "ceiling.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+        save(sweep(per_scenario[seed], schedulers, d, backend=backend, time_scale=time_scale, progress=progress,
+                   checkpoint=save, existing=existing))
+
+    def event(kind: str, seed: int, *detail) -> None:
+        seeds_ = head["seeds"]
+        if kind == "start":
+            seeds_["running"].append(seed)
+            write()
+        elif kind in ("done", "stopped"):
+            seeds_["running"].remove(seed)
+            outcome: Outcome = detail[0]
+            if kind == "done":
+                per_seed[seed] = json.loads((seed_dir(out_dir, seed) / "ceiling.json").read_text())
+                seeds_["completed"] = sorted(per_seed)
+            elif outcome.status == "interrupted":
+                seeds_["interrupted"].append(seed)
+            else:
+                seeds_["failed"][str(seed)] = (outcome.message.strip().splitlines() or [outcome.status])[-1]
+            write()
+        if on_event:
+            on_event(kind, seed, *detail)
+
+    write()
+    try:
+        each_seed(seeds, work, parallel, event, in_process=backend == "real")
+        head["complete"] = True
+    finally:
+        cut_short(head["seeds"])
+        write()
+    return state["result"]

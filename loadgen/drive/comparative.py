@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from loadgen.measure import hostcpu
 
 from loadgen.output import markdown as report
@@ -82,11 +84,22 @@ def run(scenario: Scenario, opts: RunOptions, plan: RunPlan | None = None) -> di
         for name in opts.schedulers:
             summary["running"] = name
             store.write_summary(summary)
-            result, rec = run_one(scenario, name, opts, plan, store)
+            try:
+                result, rec = run_one(scenario, name, opts, plan, store)
+            except Interrupted as cut:          # kept, marked partial; "running" still names it
+                summary["schedulers"][name] = cut.result
+                summary["wall_s"] = round(time.monotonic() - t_start, 3)
+                store.commit(summary, [(name, opts.backend, cut.recorder)] if opts.jobs_csv else [])
+                raise
             summary["schedulers"][name] = result
             summary["running"] = None
             summary["wall_s"] = round(time.monotonic() - t_start, 3)
-            store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
+            try:
+                store.commit(summary, [(name, opts.backend, rec)] if opts.jobs_csv else [])
+            except UserError:                   # not written (a full disk): cut short, its rows absent
+                summary["schedulers"].pop(name, None)
+                summary["running"] = name
+                raise
         summary["complete"] = True
     finally:
         if exposed is not None:
@@ -153,10 +166,52 @@ def target_context(scenario: Scenario, name: str, plan: RunPlan, opts: RunOption
                          run_id=run_id, startup=scenario.startup().scaled(scale))
 
 
+class Interrupted(KeyboardInterrupt):
+    """A signal during a real or attached scheduler's run (minutes to hours of a control plane's
+    measurements): it still ends the run as an interrupt, carrying that scheduler's result and
+    rows so far, marked partial, for the run folder to keep."""
+
+    def __init__(self, result: dict, recorder: Recorder):
+        super().__init__()
+        self.result, self.recorder = result, recorder
+
+
+def partial_result(rec: Recorder, scenario: Scenario, name: str, backend: str, plan: RunPlan, cut: float,
+                   scale: float, target) -> tuple[dict, Recorder]:
+    """The result of a wall-clock run cut at `cut` seconds: the jobs sent so far (a job not yet
+    submitted has no row), their measurements up to the cut, and `partial` saying what is missing."""
+    rec.close(cut)
+    sent = rec.subset(np.flatnonzero(~np.isnan(rec.sent)))
+    try:
+        cp = target.control_plane()
+    except Exception:               # noqa: BLE001 (a control plane that is stopping: figures absent)
+        cp = {}
+    result = scheduler_result(sent, scenario, name, backend, cut, plan.fleet, cp)
+    result["partial"] = {"reason": "interrupted", "cut_at_s": round(cut, 3), "jobs_sent": len(sent.jobs),
+                         "jobs_planned": len(rec.jobs),
+                         "note": "rows and figures of the jobs sent before the signal, measured up to it"}
+    result["time_scale"] = scale
+    result["latency_clock"] = "wall seconds (real control-plane latency, not scaled)"
+    return result, sent
+
+
 def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             store: RunStore | None) -> tuple[dict, Recorder]:
     """One scheduler on the plan: its summary entry and its recorder. Writes nothing itself (a real
-    backend keeps its logs under the store's folder)."""
+    backend keeps its logs under the store's folder). A signal while a wall-clock target is driven
+    ends in Interrupted, carrying what it measured until then."""
+    cut: dict = {}
+    try:
+        return _run_one(scenario, name, opts, plan, store, cut)
+    except KeyboardInterrupt:
+        if "at" not in cut:
+            raise
+        raise Interrupted(*partial_result(cut["rec"], scenario, name, opts.backend, plan, cut["at"], cut["scale"],
+                                          cut["target"])) from None
+
+
+def _run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, store: RunStore | None,
+             cut: dict) -> tuple[dict, Recorder]:
     cls = target_class(name, opts.backend)
     wall = cls.timebase == "wall"
     scale = opts.time_scale if wall else 1.0
@@ -195,7 +250,12 @@ def run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan,
             prom = RunPrometheus(run_dir / "prometheus", opts.exposed.gangstorm.address, opts.exposed.dcgm.address,
                                  target.metrics_endpoints())
             prom.start()
-        end = drive(target, jobs, chaos, plan.end_s / scale, sample_s, rec, clock, progress, stop_when_done=wall)
+        try:
+            end = drive(target, jobs, chaos, plan.end_s / scale, sample_s, rec, clock, progress, stop_when_done=wall)
+        except KeyboardInterrupt:
+            if wall:                    # a real or attached run keeps what it recorded (see Interrupted)
+                cut.update(at=clock.now(), rec=rec, target=target, scale=scale)
+            raise
         if prom is not None:
             opts.exposed.publisher.refresh(end)
             scraped = prom.harvest(name)

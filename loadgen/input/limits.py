@@ -28,6 +28,18 @@ def check_jobs_expected(scenario: Scenario, expected: float, rate_per_s: float) 
                             "churn_multiplier, offered_load or fleet.nodes")
 
 
+def check_some_jobs(jobs: list[Job], scenario: Scenario, trace: str | None, meta: dict | None = None) -> None:
+    """A run with no job measures nothing: refused rather than reported as complete."""
+    if jobs:
+        return
+    if trace:
+        skipped = {k: v for k, v in ((meta or {}).get("skipped") or {}).items() if v}
+        why = f" (skipped: {', '.join(f'{k} {v:,}' for k, v in skipped.items())})" if skipped else ""
+        raise TraceError(trace, "file", f"expected at least one job to replay, found none{why}")
+    raise ScenarioError(scenario.path, "duration_h", "expected a workload of at least one job, this one plans none; "
+                        "raise duration_h, churn_multiplier or offered_load")
+
+
 def check_generated_shapes(scenario: Scenario) -> None:
     """Every shape of the job mix can fit the fleet when it is empty."""
     fleet = scenario.section("fleet")

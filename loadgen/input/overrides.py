@@ -3,11 +3,14 @@
 
 The CLI subcommands add them with cli.common.add_overrides (asv's common_args); the Locust driver
 declares the same ones in its web UI form, where values arrive as text. Either way a bad value is
-one line, `--flag: expected ..., got ...`.
+one line, `--flag: expected ..., got ...`: refused by the flag's own parsing here, or by the
+scenario's schema in the one validation of the file with every override in place (then the
+scenario key follows in parentheses).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.model.errors import UserError
 from loadgen.input.scenario import Scenario, load
@@ -63,12 +66,19 @@ OVERRIDES = {o.dest: o for o in (
 )}
 
 
-def load_with_overrides(path: str, profile: str | None = None, **values) -> Scenario:
-    """The scenario at `path` with the given override values (None = keep the scenario's), its
-    simulated schedulers timed by `profile` (None = the scenario's own choice)."""
-    sc = load(path, profile)
-    dotted = {OVERRIDES[d].key: v for d, v in values.items() if v is not None and OVERRIDES[d].key}
-    if dotted:
-        sc = sc.with_overrides(**dotted)
-        sc.path = path
-    return sc
+def load_with_overrides(path: str, profile: str | None = None, more: dict[str, tuple[str, Any]] | None = None,
+                        **values) -> Scenario:
+    """The scenario at `path` with the given override values (None = keep the scenario's) and a
+    subcommand's own flags (`more`: flag -> (dotted key, value)) in place of the file's, validated
+    once; its simulated schedulers timed by `profile` (None = the scenario's own choice). A value
+    the scenario refuses is one line naming its flag."""
+    if isinstance(profile, str):           # a flag's value: its error names the flag, not the scenario
+        from loadgen.input.profile import ProfileError, load as load_profile
+        try:
+            profile = load_profile(profile)
+        except ProfileError as e:
+            raise OverrideError(f"--profile {e}") from None
+    given = {OVERRIDES[d].flag: (OVERRIDES[d].key, v) for d, v in values.items() if v is not None and OVERRIDES[d].key}
+    given.update({flag: (key, v) for flag, (key, v) in (more or {}).items() if v is not None})
+    return load(path, profile, overrides={key: v for key, v in given.values()},
+                flags={key: flag for flag, (key, _) in given.items()})

@@ -13,7 +13,7 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
 from loadgen.input.scenario import Scenario
-from loadgen.input.traces import compress, load_trace
+from loadgen.input.traces import compress, is_csv, load_trace
 from loadgen.input.workload import describe, generate
 
 
@@ -41,7 +41,7 @@ def workload_for(scenario: Scenario, trace: str | None = None) -> tuple[list[Job
         jobs, info = generate(scenario)
         return jobs, info.as_dict()
     fleet = scenario.section("fleet")
-    csv = str(path).endswith(".csv")
+    csv = is_csv(path)
     jobs, meta = load_trace(path, gpus_per_node=fleet["gpus_per_node"], cpus_per_node=fleet["cpus_per_node"],
                             tenants=wl["tenants"], seed=scenario.seed, limit=wl["trace_limit"]) \
         if csv else load_trace(path)
@@ -67,6 +67,7 @@ def preflight(scenario: Scenario) -> None:
 
 def plan_run(scenario: Scenario, trace: str | None = None) -> RunPlan:
     jobs, info = workload_for(scenario, trace)
+    limits.check_some_jobs(jobs, scenario, trace or scenario.section("workload")["trace"], info.get("trace_meta"))
     jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
     fleet = scenario.fleet()
     horizon = scenario.data["duration_h"] * 3600.0

@@ -1,7 +1,10 @@
 """Scenario files: YAML in, a validated Scenario with every default filled in out.
 
-Errors are one line naming the file, the field and what was expected (the CLI turns them into
-exit status 2); nothing here prints or exits.
+Overrides (dotted keys such as `fleet.nodes`, from command-line flags or from code) replace the
+file's values in its raw data before the one validation pass, so an overridden value is checked
+exactly as the file's own would be. Errors are one line naming the file, the field and what was
+expected; an error in a value a flag gave names the flag instead (`--nodes: expected <= 1000000,
+got 2000000 (fleet.nodes)`). The CLI turns them into exit status 2; nothing here prints or exits.
 """
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from loadgen.input import names
 from loadgen.input import profile as profiles
 from loadgen.input import yamlfile
 from loadgen.model.errors import UserError
@@ -112,12 +116,12 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
     if isinstance(spec, MapOf):
         if not isinstance(value, dict):
             raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
-        return {str(k): validate(v, spec.item, src, f"{path}.{k}") for k, v in value.items()}
+        return {str(k): validate(v, spec.item, src, f"{path}.{names.shown(k)}") for k, v in value.items()}
     if not isinstance(value, dict):
         raise ScenarioError(src, path, f"expected a mapping, got {type(value).__name__}")
     unknown = sorted(map(str, set(value) - set(spec)))
     if unknown:
-        where = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        where = f"{path}.{names.shown(unknown[0])}" if path else names.shown(unknown[0])
         raise ScenarioError(src, where, f"unknown key (known: {', '.join(sorted(spec))})")
     out = {}
     for key, sub in spec.items():
@@ -127,9 +131,17 @@ def validate(value: Any, spec: Any, src: str, path: str = "") -> Any:
 
 
 def _check_mix(data: dict, src: str) -> None:
+    if data["name"] is not None and (why := names.problem(data["name"])):
+        raise ScenarioError(src, "name", why)
+    if not data["schedulers_enabled"]:
+        raise ScenarioError(src, "schedulers_enabled", "expected at least one scheduler (a run with none measures "
+                            "nothing)")
     classes = data["workload"]["classes"]
     if not classes:
         raise ScenarioError(src, "workload.classes", "expected at least one job class")
+    for name in classes:
+        if why := names.class_problem(name):
+            raise ScenarioError(src, f"workload.classes.{names.shown(name)}", why)
     total = sum(c["share"] for c in classes.values())
     if abs(total - 1.0) > 1e-6:
         raise ScenarioError(src, "workload.classes", f"expected class shares summing to 1, got {total:g}")
@@ -202,27 +214,48 @@ class Scenario:
         return {**self.profile.status(scheduler), **({"set_by_scenario": own} if own else {})}
 
     def with_overrides(self, **dotted: Any) -> "Scenario":
-        """A copy with dotted keys replaced (e.g. {"fleet.nodes": 1000}), re-validated."""
-        raw = copy.deepcopy(self.raw)
-        for key, value in dotted.items():
-            node = raw
-            *parents, leaf = key.split(".")
-            for p in parents:
-                node = node.setdefault(p, {})
-                if not isinstance(node, dict):
-                    raise ScenarioError(self.path, key, f"cannot override inside a {type(node).__name__}")
-            node[leaf] = value
-        return from_dict(raw, self.path, self.profile)
-
-    def with_profile(self, profile: Profile | str | None) -> "Scenario":
-        return from_dict(copy.deepcopy(self.raw), self.path, profile)
+        """This scenario again with dotted keys replaced (e.g. {"fleet.nodes": 1000}), validated
+        from its raw data as a file saying so would be (for code that varies a built scenario; the
+        CLI's flags go to load() instead)."""
+        return from_dict(self.raw, self.path, self.profile, overrides=dotted)
 
 
-def from_dict(raw: Any, source: str = "<scenario>", profile: Profile | str | None = None) -> Scenario:
-    """Validate raw scenario data. The profile is, in order: `profile` given here, the scenario's
-    own `profile:` key, the default (loadgen.input.profile.DEFAULT)."""
-    if raw is None:
-        raw = {}
+def with_keys(raw: dict[str, Any], dotted: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Raw scenario data with dotted keys replaced; only the mappings on each key's path are
+    copied, so `raw` itself is left as it was."""
+    out = dict(raw)
+    for key, value in dotted.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            child = node.get(p, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(source, key, f"cannot override inside a {type(child).__name__}")
+            node[p] = dict(child)
+            node = node[p]
+        node[leaf] = value
+    return out
+
+
+def from_dict(raw: Any, source: str = "<scenario>", profile: Profile | str | None = None,
+              overrides: Mapping[str, Any] | None = None, flags: Mapping[str, str] | None = None) -> Scenario:
+    """Validate raw scenario data, with `overrides` (dotted key -> value) in place of its own
+    values. `flags` (dotted key -> flag) names the flag that gave a key: an error in that key
+    names the flag. The profile is, in order: `profile` given here, the scenario's own `profile:`
+    key, the default (loadgen.input.profile.DEFAULT)."""
+    try:
+        return _build({} if raw is None else raw, source, profile, overrides or {})
+    except ScenarioError as e:
+        flag = next((f for key, f in (flags or {}).items()
+                     if e.field == key or e.field.startswith((f"{key}.", f"{key}["))), None)
+        if flag is None:
+            raise
+        raise ScenarioError(flag, "", f"{e.expected} ({e.field})") from None
+
+
+def _build(raw: Any, source: str, profile: Profile | str | None, overrides: Mapping[str, Any]) -> Scenario:
+    if overrides and isinstance(raw, dict):      # anything else: validate() says what was expected
+        raw = with_keys(raw, overrides, source)
     data = validate(raw, SCENARIO, source)
     if data["workload"]["classes"] is None:
         data["workload"]["classes"] = validate(DEFAULT_CLASSES, MapOf(SCENARIO["workload"]["classes"].item),
@@ -234,6 +267,11 @@ def from_dict(raw: Any, source: str = "<scenario>", profile: Profile | str | Non
         except ProfileError as e:
             raise ScenarioError(source, "profile", str(e)) from None
     own = _resolve(data, SCENARIO, profile, source)
+    for section, keys, what in profiles.NOT_ALL_ZERO:
+        values = data["schedulers"][section] if section in data["schedulers"] else data[section]
+        if not any(values[k] for k in keys):
+            raise ScenarioError(source, f"schedulers.{section}", f"expected {what} (one of {', '.join(keys)} above 0; "
+                                "from the scenario or its profile), got 0 for all of them")
     return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own))
 
 
@@ -257,16 +295,16 @@ def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = 
     return own
 
 
-def load(path: str | Path, profile: Profile | str | None = None) -> Scenario:
+def load(path: str | Path, profile: Profile | str | None = None, overrides: Mapping[str, Any] | None = None,
+         flags: Mapping[str, str] | None = None) -> Scenario:
+    """The scenario file at `path`, validated once with `overrides` and `flags` (see from_dict)."""
     src = str(path)
-    if not Path(path).exists():
-        raise ScenarioError(src, "", "no such scenario file")
     try:
         raw = yamlfile.read(path)
     except yamlfile.YamlFileError as e:
-        raise ScenarioError(src, e.where, e.expected) from None
+        raise ScenarioError(src, e.where, "no such scenario file" if e.expected == "no such file" else e.expected) from None
     if raw is None:
         raise ScenarioError(src, "", "is empty; expected a scenario mapping (`{}` runs every default; see scenarios/)")
     if not isinstance(raw, dict):
         raise ScenarioError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
-    return from_dict(raw, src, profile)
+    return from_dict(raw, src, profile, overrides, flags)

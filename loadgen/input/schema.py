@@ -112,10 +112,11 @@ SCENARIO = {
     "fleet": {
         "nodes": Field(int, 10_000, lo=1, hi=1_000_000),
         "gpus_per_node": Field(int, 8, lo=1, hi=64),
-        "cpus_per_node": Field(int, 96, lo=1),
-        "memory_gib_per_node": Field(int, 1024, lo=1),
-        "leaf_size": Field(int, 32, lo=1),
-        "leaves_per_spine": Field(int, 16, lo=1),
+        # the fleet model keeps these per node in int32 arrays: bounded far above any machine
+        "cpus_per_node": Field(int, 96, lo=1, hi=1_000_000),
+        "memory_gib_per_node": Field(int, 1024, lo=1, hi=1_000_000),
+        "leaf_size": Field(int, 32, lo=1, hi=1_000_000),
+        "leaves_per_spine": Field(int, 16, lo=1, hi=1_000_000),
         "gpu_models": MapOf(Field(NUM, lo=0), default={"h100": 1.0}),
     },
     "workload": {
@@ -140,10 +141,12 @@ SCENARIO = {
             "permit_timeout_s": Field(NUM, 60.0, lo=0, source="scheduler-plugins coscheduling default permitWaitingTimeSeconds"),
             "pod_initial_backoff_s": Field(NUM, 1.0, lo=0, source=K8S_SCHED + " (podInitialBackoffSeconds)"),
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0, source=K8S_SCHED + " (podMaxBackoffSeconds)"),
-            "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # scheduling cycle per pod: fixed part
-            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node filtered and scored
+            "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # serial scheduling cycle per pod: fixed part
+            "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node Filter examined
+            "score_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node scored
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
+            "client_create_ms": Field(NUM, PROFILE, lo=0),    # the client sends one pod create per this (its pace)
             # real backend only (fakes/kube/cluster.py, fakes/kube/target.py)
             "completion": Field(str, "adapter", choices=("adapter", "kwok")),
             "client_threads": Field(int, 8, lo=1, hi=256),

@@ -14,11 +14,14 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
+from loadgen.input import files, names
 from loadgen.model.errors import TraceError
 from loadgen.model.job import Job
 from loadgen.input.workload import tenant_names
 
 REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}
+HEADER = "gangstorm_trace"
+MAX_DEPTH = 4                       # a job line is flat; a header may hold a mapping or two
 OPENB_COLUMNS = {"name", "num_gpu", "creation_time", "deletion_time"}
 
 
@@ -29,7 +32,7 @@ def export_jsonl(jobs: list[Job], path: str | Path, meta: dict | None = None) ->
     tmp = path.with_name(f".{path.name}.partial")
     try:
         with open(tmp, "w") as f:
-            f.write(json.dumps({"gangstorm_trace": 1, **(meta or {})}) + "\n")
+            f.write(json.dumps({HEADER: 1, **(meta or {})}) + "\n")
             for j in jobs:
                 f.write(j.to_json() + "\n")
         os.replace(tmp, path)
@@ -72,6 +75,8 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
     for key in STRINGS:
         if key in row and not isinstance(row[key], str):
             raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
+        if key in row and (why := (names.class_problem if key == "cls" else names.problem)(row[key])):
+            raise TraceError(src, f"{where}: {key}", why)
     for key in ("members", "gpus_per_member"):
         if row[key] < 1:
             raise TraceError(src, f"{where}: {key}", f"expected >= 1, got {row[key]!r}")
@@ -99,51 +104,53 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
 
 
 def _lines(path: str | Path, src: str):
-    """(line number, text) of a trace file, with one-line errors for what cannot be read as text."""
-    p = Path(path)
-    if not p.exists():
-        raise TraceError(src, "file", "no such trace file")
-    if p.is_dir():
-        raise TraceError(src, "file", "expected a trace file, got a directory")
+    """(line number, text) of a trace file, with one-line errors for what cannot be read as text:
+    a regular file only (a FIFO or a device never ends), at most MAX_BYTES."""
+    lineno = 0
     try:
-        f = open(p, encoding="utf-8", newline="")
-    except OSError as e:
-        raise TraceError(src, "file", f"cannot be read ({e.strerror})") from None
-    with f:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(f, 1):
-                if "\x00" in line:
-                    raise TraceError(src, f"line {lineno}", "expected text, found a NUL byte (is this a binary file?)")
-                if len(line) > MAX_LINE:
-                    raise TraceError(src, f"line {lineno}", f"expected a line of at most {MAX_LINE:,} characters")
-                if lineno > MAX_LINES:
-                    raise TraceError(src, "file", f"expected at most {MAX_LINES:,} lines (a run's job limit)")
-                yield lineno, line
-        except UnicodeDecodeError:
-            raise TraceError(src, f"line {lineno + 1}", "expected UTF-8 text (is this a binary file?)") from None
-        except OSError as e:
-            raise TraceError(src, "file", f"cannot be read ({e.strerror})") from None
+        for lineno, line in enumerate(files.lines(path, MAX_BYTES, "trace file"), 1):
+            if "\x00" in line:
+                raise TraceError(src, f"line {lineno}", "expected text, found a NUL byte (is this a binary file?)")
+            if len(line) > MAX_LINE:
+                raise TraceError(src, f"line {lineno}", f"expected a line of at most {MAX_LINE:,} characters")
+            if lineno > MAX_LINES:
+                raise TraceError(src, "file", f"expected at most {MAX_LINES:,} lines (a run's job limit)")
+            yield lineno, line
+    except files.FileError as e:
+        raise TraceError(src, "file", "no such trace file" if e.expected == "no such file" else e.expected) from None
+    except UnicodeDecodeError:
+        raise TraceError(src, f"line {lineno + 1}", "expected UTF-8 text (is this a binary file?)") from None
 
 
 MAX_LINE = 64 * 1024
 MAX_LINES = 2_000_001
+MAX_BYTES = 1024 * files.MIB         # a 2,000,000-job JSONL trace is about 460 MiB
 
 
 def import_jsonl(path: str | Path) -> tuple[list[Job], dict]:
     src = str(path)
     jobs, meta = [], {}
+    first = None
     for lineno, line in _lines(path, src):
         if not line.strip():
             continue
+        first = first or lineno
         try:
-            row = json.loads(line, parse_constant=_reject_constant)
+            row = files.loads(line, parse_constant=_reject_constant, depth=MAX_DEPTH)
         except ValueError as e:
             msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
             raise TraceError(src, f"line {lineno}", f"expected a JSON object ({msg})") from None
         if not isinstance(row, dict):
             raise TraceError(src, f"line {lineno}", "expected a JSON object")
-        if "gangstorm_trace" in row:
+        if HEADER in row:
+            # the header is the first line, and only a header: a job line carrying the key would
+            # otherwise vanish from the replay without a word
+            if lineno != first:
+                raise TraceError(src, f"line {lineno}", f"expected a job without the {HEADER!r} key (only the first "
+                                 "line, the header, carries it)")
+            if REQUIRED_JOB_KEYS & set(row):
+                raise TraceError(src, f"line {lineno}", f"expected either the {HEADER!r} header or a job, got a "
+                                 f"line with both ({', '.join(sorted(REQUIRED_JOB_KEYS & set(row)))})")
             meta = row
             continue
         jobs.append(_job_from_row(row, src, lineno))
@@ -159,7 +166,7 @@ def import_jsonl(path: str | Path) -> tuple[list[Job], dict]:
 def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 96, tenants: int = 6,
                  seed: int = 1, limit: int | None = None) -> tuple[list[Job], dict]:
     src = str(path)
-    names = tenant_names(tenants, seed)
+    owners = tenant_names(tenants, seed)
     rows = []
     skipped = {"cpu_only": 0, "no_deletion_time": 0, "too_many_gpus": 0}
     text = (line.lstrip("\ufeff") if n == 1 else line for n, line in _lines(path, src))
@@ -193,6 +200,8 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
             if gpus > gpus_per_node:
                 skipped["too_many_gpus"] += 1
                 continue
+            if r["name"] and (why := names.problem(r["name"])):
+                raise TraceError(src, f"line {lineno}: name", why)
             rows.append((created, deleted - created, gpus, r["name"] or f"pod-{lineno}"))
     except csv.Error as e:
         raise TraceError(src, f"line {lineno + 1}", f"expected CSV ({e})") from None
@@ -203,16 +212,21 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
     cpg = cpus_per_node // gpus_per_node
     jobs = []
     for i, (created, dur, gpus, name) in enumerate(rows):
-        tenant = names[i % len(names)]
+        tenant = owners[i % len(owners)]
         jobs.append(Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls=f"openb-{gpus}gpu", members=1,
                         gpus_per_member=gpus, duration_s=min(dur, MAX_DURATION_S), submit_s=created - t0,
                         min_available=1, cpus_per_member=gpus * cpg, name=name))
     return jobs, {"source": src, "skipped": skipped}
 
 
+def is_csv(path: str | Path) -> bool:
+    """An openb CSV (any case of .csv: x.CSV too), else gangstorm JSONL."""
+    return str(path).lower().endswith(".csv")
+
+
 def load_trace(path: str | Path, **openb_kwargs) -> tuple[list[Job], dict]:
     """JSONL or openb CSV, told apart by suffix."""
-    return import_openb(path, **openb_kwargs) if str(path).endswith(".csv") else import_jsonl(path)
+    return import_openb(path, **openb_kwargs) if is_csv(path) else import_jsonl(path)
 
 
 def compress(jobs: list[Job], churn: float) -> list[Job]:

@@ -4,16 +4,24 @@ PyYAML's safe loader takes the last of duplicate keys silently, turns `on:`/`yes
 booleans, and expands aliases by reference, so a few lines of anchors (the "billion laughs") make
 a tree whose walk never ends. Here duplicate keys and non-string keys are errors, the expanded
 size is bounded, and unreadable, non-UTF-8, too deep or empty files each get a one-line reason.
+The file is read through loadgen.input.files (a regular file of at most MAX_BYTES: never a FIFO,
+a device or a directory). YAML 1.1's number surprises are refused rather than read: `1:30` is 90
+there (base 60), `010` is 8 (octal), and an integer of thousands of digits is no count at all.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from loadgen.input import files
+
 MAX_BYTES = 4 * 1024 * 1024          # a scenario or profile is a few KiB; a trace goes through --trace
 MAX_NODES = 200_000                  # scalars + collections after alias expansion
+MAX_INT_DIGITS = files.MAX_INT_DIGITS
+OCTAL = re.compile(r"^[-+]?0[0-7]+$")
 
 
 class YamlFileError(ValueError):
@@ -40,6 +48,32 @@ class _StrictLoader(yaml.SafeLoader):
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node):
+        text = str(self.construct_scalar(node)).replace("_", "")
+        where = f"line {node.start_mark.line + 1}"
+        if ":" in text:
+            raise YamlFileError(where, f"{text!r} is a base-60 number in YAML 1.1 ({super().construct_yaml_int(node)}); "
+                                "expected the number itself (quote it to mean the text)")
+        if OCTAL.match(text):
+            raise YamlFileError(where, f"{text!r} is an octal number in YAML 1.1 ({super().construct_yaml_int(node)}); "
+                                "expected the number without its leading zero (quote it to mean the text)")
+        digits = len(text.lstrip("+-"))
+        if digits > MAX_INT_DIGITS:
+            raise YamlFileError(where, f"expected an integer of at most {MAX_INT_DIGITS} digits, got one of {digits:,}")
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        text = str(self.construct_scalar(node))
+        if ":" in text:
+            raise YamlFileError(f"line {node.start_mark.line + 1}", f"{text!r} is a base-60 number in YAML 1.1 "
+                                f"({super().construct_yaml_float(node)}); expected the number itself (quote it to "
+                                "mean the text)")
+        return super().construct_yaml_float(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+
 
 def _expanded_size(node, memo: dict[int, int | None]) -> int:
     """Nodes of the document with every alias expanded, computed once per distinct node."""
@@ -59,21 +93,12 @@ def _expanded_size(node, memo: dict[int, int | None]) -> int:
     return memo[id(node)]
 
 
-def read(path: str | Path) -> Any:
+def read(path: str | Path, what: str = "YAML file") -> Any:
     """The YAML document at `path` (None for an empty or comment-only file)."""
-    p = Path(path)
-    if not p.exists():
-        raise YamlFileError("", "no such file")
-    if p.is_dir():
-        raise YamlFileError("", "expected a YAML file, got a directory")
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise YamlFileError("", f"expected a YAML file of at most {MAX_BYTES // 1024 // 1024} MiB, got "
-                                f"{size / 1024 / 1024:.1f} MiB")
-        data = p.read_bytes()
-    except OSError as e:
-        raise YamlFileError("", f"cannot be read ({e.strerror})") from None
+        data = files.read_bytes(path, MAX_BYTES, what)
+    except files.FileError as e:
+        raise YamlFileError("", e.expected) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

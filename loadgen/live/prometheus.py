@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from loadgen.model.registry import component
+from loadgen.model.registry import component, target_class
 
 SCRAPE_S = 1.0
 
@@ -26,17 +26,7 @@ def queries(scheduler: str, range_s: int) -> dict[str, str]:
         "apiserver_requests_per_s": f"sum(rate(apiserver_request_total[{r}]))",
         "etcd_db_bytes": "max(etcd_mvcc_db_total_size_in_bytes)",
     }
-    if scheduler == "kube":
-        sli = "scheduler_pod_scheduling_sli_duration_seconds"
-        # the seed's harness query, over the run instead of the last five minutes
-        out["scheduler_sli_p99_s"] = f"histogram_quantile(0.99, sum(rate({sli}_bucket[{r}])) by (le))"
-        # kube-scheduler labels the SLI by `attempts`, so a pod that needed an attempt count no pod
-        # needed before starts a new series, and rate() cannot see a series' first observation:
-        # the slowest pods are the ones it loses. The scheduler's own counters since it started
-        # (this run's, when gangstorm started it) count every pod.
-        out["scheduler_sli_p99_since_start_s"] = f"histogram_quantile(0.99, sum({sli}_bucket) by (le))"
-        out["scheduler_sli_pods_since_start"] = f"sum({sli}_count)"
-        out["scheduler_sli_pods_in_rate"] = f"sum(increase({sli}_count[{r}]))"
+    out.update(target_class(scheduler, "real").prometheus_queries(r))
     return out
 
 

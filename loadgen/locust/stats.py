@@ -4,7 +4,7 @@ Locust rounds every response time to about two significant digits before countin
 (stats.bucket_response_time, documented as replaceable at runtime) and computes percentiles
 from those buckets with its own rank rule. Here the bucket function keeps the value as given
 (callers round to the microsecond), percentiles use the nearest-rank rule of
-loadgen.measure.statistics.exact_quantile, and the CSV writer stops truncating percentiles to whole
+loadgen.model.quantiles.exact_quantile, and the CSV writer stops truncating percentiles to whole
 milliseconds. The result: the p99.9 Locust prints equals the p99.9 gangstorm computes from
 its per-job arrays, in Locust's unit (milliseconds).
 
@@ -25,7 +25,7 @@ def exact_bucket(response_time: float) -> float:
 
 
 def nearest_rank(response_times: dict, num_requests: int, percent: float) -> float:
-    """Smallest value with at least `percent` of the samples at or below it (metrics.exact_quantile)."""
+    """Smallest value with at least `percent` of the samples at or below it (quantiles.exact_quantile)."""
     if num_requests <= 0 or not response_times:
         return 0
     rank = max(math.ceil(percent * num_requests), 1)   # same float product as exact_quantile

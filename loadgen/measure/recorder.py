@@ -174,6 +174,28 @@ class Recorder:
         for fn in self.on_sample:
             fn(self, snap)
 
+    def subset(self, keep: np.ndarray) -> "Recorder":
+        """A recorder of only the jobs at the sorted indices `keep` (the jobs a run cut short had
+        sent), with what was recorded for them; run-wide figures (samples, time integrals, chaos)
+        are shared, as the kept jobs are the only ones that held anything."""
+        keep = np.asarray(keep, dtype=np.int64)
+        out = Recorder([self.jobs[i] for i in keep], self.activity)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray) and value.shape == (len(self.jobs),):
+                setattr(out, name, value[keep].copy())
+        where = {int(i): k for k, i in enumerate(keep)}
+        ids = {self.jobs[i].id for i in keep}
+        out.reason = {j: r for j, r in self.reason.items() if j in ids}
+        out.requeued_at = {j: t for j, t in self.requeued_at.items() if j in ids}
+        out.first_nodes = {where[i]: n for i, n in self.first_nodes.items() if i in where}
+        out.run_nodes = {where[i]: n for i, n in self.run_nodes.items() if i in where}
+        out.runs = [(where[i], n, s) for i, n, s in self.runs if i in where]
+        for name in ("readmission", "samples", "chaos_log", "t", "held_gpus", "partial_gpus", "held_gpu_s",
+                     "partial_gpu_s", "window", "held_gpu_s_window", "lost_gpu_s", "active_gpu_s",
+                     "active_gpu_s_window"):
+            setattr(out, name, getattr(self, name))
+        return out
+
     def close(self, t: float) -> None:
         self._integrate(t)
         for i in set(self.run_nodes) | set(np.flatnonzero(~np.isnan(self.train_since)).tolist()):

@@ -118,6 +118,26 @@ class Target(ABC):
     # "virtual": the runner jumps from event to event (simulated schedulers);
     # "wall": time passes for real, jobs and chaos are time-scaled onto the wall clock.
     timebase: ClassVar[str] = "wall"
+    # Several Locust processes on one attached cluster can submit while one of them observes it
+    # for all (a watch of the cluster's own objects); without it each process needs its own fleet.
+    shares_one_watch: ClassVar[bool] = False
+
+    # What the driver and the output ask of a scheduler without running it; each scheduler declares
+    # these once for its simulated and real targets (fakes/<name>/traits.py).
+    @classmethod
+    def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        """The scheduler's settings that decide how gangs land on the leaf/spine fabric."""
+        return {}
+
+    @classmethod
+    def prometheus_queries(cls, window: str) -> dict[str, str]:
+        """PromQL of the scheduler's own metrics over `window` (e.g. "300s"), beside gangstorm's."""
+        return {}
+
+    @classmethod
+    def fleet_kind(cls, cfg: dict[str, Any]) -> str:
+        """What the fleet's nodes are, when not the scheduler's usual ones (e.g. "fakelets")."""
+        return ""
 
     def __init__(self, ctx: TargetContext):
         self.ctx = ctx

@@ -6,12 +6,22 @@ or higher is better) and a noise floor in its own unit. A change within the floo
 `worse`, and `worse` becomes a `regression` when it also exceeds the relative tolerance of A's
 value, so a p99 moving from 2 s to 3 s at 10% is. A scheduler, job class or number present in A
 and absent from B is a regression too (`missing`): a baseline must not pass by measuring less.
+
+Runs over several seeds (`--seeds`, output/aggregate.py) are compared on their medians, and where
+both runs carry a metric's per-seed values, the seed-to-seed spread is the noise floor too: a worse
+value beyond the tolerance is a regression only if the difference is also significant, by the exact
+signed-rank test on the seeds both runs have (when there are at least 6 of them), else by the exact
+rank-sum test on all seeds of each (alpha 0.05). When even that test cannot reach alpha (too few
+seeds), the tolerance alone decides, as for single-seed runs, and the row says so.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from loadgen.measure import spread
+from loadgen.model.numbers import significant
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,11 @@ class Row:
     verdict: str             # one of VERDICTS
     count_a: int | None = None
     count_b: int | None = None
+    test: str | None = None            # the rank test on the per-seed values, when both runs have them
+    p_value: float | None = None
+    significant: bool | None = None    # None: no test, or too few seeds for it to reach alpha
+    seeds_a: int | None = None
+    seeds_b: int | None = None
 
     @property
     def delta(self) -> float | None:
@@ -135,11 +150,40 @@ def _count(r: dict) -> int | None:
     return c if isinstance(c, int) and not isinstance(c, bool) else None
 
 
+def _seed_values(entry) -> dict[int, float]:
+    out = {}
+    for s, v in _dict(_dict(entry).get("values")).items():
+        if str(s).isdigit() and _num(v) is not None:
+            out[int(s)] = float(v)
+    return out
+
+
+def seed_test(a: dict[int, float], b: dict[int, float], alpha: float = spread.ALPHA) -> tuple[str, float, bool | None]:
+    """(test, p-value, significant) of B against A's per-seed values: signed-rank on the common seeds
+    when they are enough to reach alpha, else rank-sum on all; significant is None when neither can."""
+    common = a.keys() & b.keys()
+    need = spread.min_seeds_for(alpha)
+    if len(common) >= need:
+        d = spread.paired_difference(a, b, alpha)
+        return f"signed-rank, {d.seeds} common seeds", d.p_value, d.significant
+    d = spread.unpaired_difference(list(a.values()), list(b.values()), alpha)
+    m, n = len(a), len(b)
+    reachable = m > 0 and n > 0 and 2 / math.comb(m + n, m) < alpha
+    return f"rank-sum, {m} and {n} seeds", d.p_value, (d.significant if reachable else None)
+
+
 def _row(scheduler: str, cls: str, m: Metric, name: str, a, b, tolerance: float, ra: dict, rb: dict) -> Row | None:
     a, b = _num(a), _num(b)
     if a is None and b is None:              # neither run has this number (e.g. kube-only figures on ray)
         return None
-    return Row(scheduler, cls, name, a, b, verdict(m, a, b, tolerance), _count(ra), _count(rb))
+    v = verdict(m, a, b, tolerance)
+    sa, sb = _seed_values(_dict(ra.get("spread")).get(name)), _seed_values(_dict(rb.get("spread")).get(name))
+    if a is None or b is None or len(sa) < 2 or len(sb) < 2:
+        return Row(scheduler, cls, name, a, b, v, _count(ra), _count(rb))
+    test, p, significant = seed_test(sa, sb)
+    if v == "regression" and significant is False:
+        v = "worse"                          # beyond the tolerance, but within the seed-to-seed spread
+    return Row(scheduler, cls, name, a, b, v, _count(ra), _count(rb), test, round(p, 6), significant, len(sa), len(sb))
 
 
 def _rows(scheduler: str, cls: str, ra: dict, rb: dict, metrics, tolerance: Callable[[str], float]) -> list[Row]:
@@ -173,6 +217,7 @@ def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, flo
     for side, s in (("A", a), ("B", b)):
         if s.get("complete") is False:
             notes.append(f"run {side} is partial (\"complete\": false): compared as far as it got")
+    notes += _seed_notes(a, b)
     rows: list[Row] = []
     sa, sb = _dict(a.get("schedulers")), _dict(b.get("schedulers"))
     for name in list(sa) + [n for n in sb if n not in sa]:
@@ -194,6 +239,29 @@ def compare(a: dict, b: dict, tolerance: float = 0.10, per_metric: dict[str, flo
     return Comparison(rows, notes)
 
 
+def _seeds_of(s: dict) -> list | None:
+    seeds = s.get("seeds")
+    return list(seeds.get("completed") or []) if isinstance(seeds, dict) else None
+
+
+def _seed_notes(a: dict, b: dict) -> list[str]:
+    sa, sb = _seeds_of(a), _seeds_of(b)
+    if sa is None and sb is None:
+        return []
+    if sa is None or sb is None:
+        multi, n = ("A", len(sa)) if sa is not None else ("B", len(sb))
+        return [f"run {multi} is over {n} seeds, the other is one run: its medians against that run's values, "
+                f"the tolerance alone decides (no spread on both sides)"]
+    common = len(set(sa) & set(sb))
+    need = spread.min_seeds_for(spread.ALPHA)
+    how = (f"the signed-rank test on the {common} seeds both runs have" if common >= need else
+           f"the rank-sum test on the {len(sa)} and {len(sb)} seeds (fewer than {need} in common)")
+    return [f"both runs are over seeds (A {len(sa)}, B {len(sb)}, {common} in common): medians compared, and a worse "
+            f"value beyond the tolerance is a regression only when {how} finds the difference significant "
+            f"(exact, two-sided, alpha {spread.ALPHA:g}); where the seeds are too few for the test to reach alpha, "
+            f"the tolerance alone decides"]
+
+
 def render(c: Comparison, show_all: bool = False) -> str:
     """The comparison as text: notes, then one line per changed metric (every metric with show_all),
     grouped by scheduler and class as compare() ordered them, then the count of regressions."""
@@ -201,11 +269,15 @@ def render(c: Comparison, show_all: bool = False) -> str:
     shown = [r for r in c.rows if show_all or r.verdict != "same"]
     if shown:
         w = max([28] + [len(r.metric) for r in shown])
-        lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<{w}} {'A':>12} {'B':>12} {'change':>9}  verdict")
+        tested = any(r.test for r in shown)
+        lines.append(f"{'scheduler':<10} {'class':<8} {'metric':<{w}} {'A':>12} {'B':>12} {'change':>9}  "
+                     + ("verdict     seed spread" if tested else "verdict"))
         for r in shown:
             pct = "" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
-            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<{w}} {_fmt(r.a):>12} {_fmt(r.b):>12} {pct:>9}  "
-                         f"{r.verdict.upper() if r.verdict in ('regression', 'missing') else r.verdict}")
+            word = r.verdict.upper() if r.verdict in ("regression", "missing") else r.verdict
+            lines.append(f"{r.scheduler:<10} {r.cls:<8} {r.metric:<{w}} {significant(r.a, 4):>12} "
+                         f"{significant(r.b, 4):>12} {pct:>9}  "
+                         + (f"{word:<11} {_spread_text(r)}" if tested else word).rstrip())
     else:
         lines.append(f"all {len(c.rows)} metrics unchanged (within their noise floors)")
     n = len(c.regressions)
@@ -213,7 +285,8 @@ def render(c: Comparison, show_all: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+def _spread_text(r: Row) -> str:
+    if not r.test:
+        return ""
+    verdict = {True: "significant", False: "n.s.", None: "too few seeds to test"}[r.significant]
+    return f"p {r.p_value:.3g} {verdict} ({r.test})"

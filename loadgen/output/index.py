@@ -3,7 +3,8 @@
 
 `gangstorm compare latest~1 latest` resolves names through it. A line is appended with a single
 O_APPEND write, so concurrent runs never interleave; a line that does not parse (a crash mid-write
-on a full disk) is skipped when reading. Runs written elsewhere (--out /tmp/x, ceiling points,
+on a full disk) is skipped when reading, and so is a line whose `dir` is not one folder name inside
+the results folder. Runs written elsewhere (--out /tmp/x, ceiling points,
 pytest's tmp dirs) are not indexed.
 """
 from __future__ import annotations
@@ -14,7 +15,12 @@ import re
 import time
 from pathlib import Path
 
+from loadgen.input import files
+from loadgen.output import paths
+
 INDEX = "index.jsonl"
+MAX_BYTES = 64 * files.MIB         # a line is about 400 bytes: over 100,000 runs
+MAX_DEPTH = 4
 LATEST = re.compile(r"^latest(?:~(\d+))?$")
 
 
@@ -26,7 +32,8 @@ def entry(summary: dict, folder: Path, started: float, clock=time.time) -> dict:
             "backend": sorted({r.get("backend") for r in scheds.values() if r.get("backend")}),
             "schedulers": list(scheds), "complete": bool(summary.get("complete")),
             "started": _utc(started), "finished": _utc(clock()),
-            "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()}}
+            "p99_s": {n: (r.get("admission_s") or {}).get("p99") for n, r in scheds.items()},
+            **({"seeds": (summary["seeds"] or {}).get("completed")} if isinstance(summary.get("seeds"), dict) else {})}
 
 
 def _utc(t: float) -> str:
@@ -43,24 +50,35 @@ def append(root: Path, line: dict) -> None:
 
 
 def entries(root: Path) -> list[dict]:
+    """The index's lines that name a run folder directly inside `root` (a `dir` that is one folder
+    name: an absolute or climbing `dir` could make `latest` read anywhere), oldest first. The file
+    is read as any input is (a regular file, at most MAX_BYTES; a BOM an editor added is dropped)."""
     try:
-        text = (Path(root) / INDEX).read_text(errors="replace")
-    except OSError:
+        data = files.read_bytes(Path(root) / INDEX, MAX_BYTES, "results index")
+    except files.FileError:
         return []
     out = []
-    for line in text.splitlines():
+    for line in data.decode("utf-8", errors="replace").removeprefix("\ufeff").splitlines():
         try:
-            e = json.loads(line)
+            e = files.loads(line, depth=MAX_DEPTH)
         except ValueError:
             continue
-        if isinstance(e, dict) and isinstance(e.get("dir"), str):
+        if isinstance(e, dict) and paths.is_component(e.get("dir")):
             out.append(e)
     return out
 
 
 def runs(root: Path) -> list[dict]:
-    """The index's complete runs whose folder still holds summary.json, oldest first."""
-    return [e for e in entries(root) if e.get("complete") and (Path(root) / e["dir"] / "summary.json").is_file()]
+    """The index's complete runs whose folder, inside `root`, still holds summary.json, oldest first."""
+    return [e for e in entries(root) if e.get("complete") is True and _holds_summary(Path(root), e["dir"])]
+
+
+def _holds_summary(root: Path, name: str) -> bool:
+    folder = root / name
+    try:
+        return (folder / "summary.json").is_file() and paths.inside(folder / "summary.json", root)
+    except OSError:
+        return False
 
 
 def resolve(name: str, root: Path) -> Path | None:

@@ -1,16 +1,14 @@
-"""summary.md: the head-to-head table, rendered from summary.json alone."""
+"""summary.md: the head-to-head table, rendered from summary.json alone (a run over several seeds:
+markdown_seeds.py)."""
 from __future__ import annotations
 
-
-def _fmt(x, digits=1, unit=""):
-    if x is None:
-        return "n/a"
-    if isinstance(x, float) and digits is not None:
-        return f"{x:,.{digits}f}{unit}"
-    return f"{x:,}{unit}"
+from loadgen.model.numbers import fixed
 
 
 def render(summary: dict) -> str:
+    if summary.get("spread") is not None:          # a run over several seeds (output/aggregate.py)
+        from loadgen.output.markdown_seeds import render as render_seeds
+        return render_seeds(summary)
     wl = summary["workload"]
     fl = summary["fleet"]
     lines = [
@@ -29,10 +27,11 @@ def render(summary: dict) -> str:
     for name, s in summary["schedulers"].items():
         a = s["admission_s"]
         lines.append(
-            f"| {name} | {s['backend']} | {s['jobs']['admitted']:,} | {s['jobs']['never_admitted']:,} "
-            f"| {_fmt(a['p50'], 2)} | {_fmt(a['p99'], 1)} | {_fmt(a['p999'], 1)} ({a['count']:,}) | {_fmt(a['max'], 1)} "
+            f"| {name}{' (partial)' if s.get('partial') else ''} | {s['backend']} | {s['jobs']['admitted']:,} "
+            f"| {s['jobs']['never_admitted']:,} "
+            f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | {fixed(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
-            f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {_fmt(s['cost_per_million_gpu_hours'], 0)} |")
+            f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {fixed(s['cost_per_million_gpu_hours'], 0)} |")
     lines += refusal_lines(summary)
     lines += ["", "Admission by class (p50 / p99 / p99.9 seconds, count):", ""]
     classes = sorted({c for s in summary["schedulers"].values() for c in s["by_class"]})
@@ -43,7 +42,7 @@ def render(summary: dict) -> str:
         for c in classes:
             a = s["by_class"].get(c, {}).get("admission_s")
             cells.append("n/a" if not a or not a["count"] else
-                         f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
+                         f"{fixed(a['p50'], 1)} / {fixed(a['p99'], 1)} / {fixed(a['p999'], 1)} ({a['count']:,})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += budget_lines(summary)
     placed = {n: s["placement"] for n, s in summary["schedulers"].items() if s.get("placement")}
@@ -53,7 +52,7 @@ def render(summary: dict) -> str:
                   "cross-leaf GPU-h | cross-spine GPU-h |", "|---|---:|---:|---:|---:|---:|"]
         for n, q in placed.items():
             span = q["leaves_spanned"]
-            spans = "n/a" if not span else f"{_fmt(span['mean'], 2)} / {_fmt(span['p99'], 0)} / {_fmt(span['max'], 0)}"
+            spans = "n/a" if not span else f"{fixed(span['mean'], 2)} / {fixed(span['p99'], 0)} / {fixed(span['max'], 0)}"
             share, large = q["large_in_one_leaf_share"], q["large_gangs_placed"]
             one_leaf = "n/a" if share is None else f"{share * 100:.1f}% of {large:,}"
             lines.append(f"| {n} | {q['gangs_placed']:,} | {spans} | {one_leaf} | "
@@ -147,13 +146,13 @@ def budget_lines(summary: dict) -> list[str]:
             for c in ["all", *classes]:
                 a = s["budgets"][key].get(c)
                 cells.append("n/a" if not a or not a["count"] else
-                             f"{_fmt(a['p50'], 1)} / {_fmt(a['p99'], 1)} / {_fmt(a['p999'], 1)} ({a['count']:,})")
+                             f"{fixed(a['p50'], 1)} / {fixed(a['p99'], 1)} / {fixed(a['p999'], 1)} ({a['count']:,})")
             lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
     lines += ["", "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, never trained |",
               "|---|---:|---:|---:|---:|"]
     for name, s in runs.items():
         a = s["activity"]
-        lines.append(f"| {name} | {_fmt(a['active_util'], 3)} | {a['training_sm_active']:.3f} | "
+        lines.append(f"| {name} | {fixed(a['active_util'], 3)} | {a['training_sm_active']:.3f} | "
                      f"{a['start_failures']:,} ({a['jobs_with_failed_starts']:,}) | {a['never_trained']:,} |")
     return lines
 
@@ -167,8 +166,8 @@ def prometheus_lines(summary: dict) -> list[str]:
              "| scheduler | quantity | Prometheus | gangstorm exact |", "|---|---|---:|---:|"]
     for n, p in runs.items():
         for key, q in p["queries"].items():
-            got = q.get("error") or _fmt(q.get("value"), 4)
-            lines.append(f"| {n} | {key} | {got} | {_fmt(p['exact'].get(key), 4)} |")
+            got = q.get("error") or fixed(q.get("value"), 4)
+            lines.append(f"| {n} | {key} | {got} | {fixed(p['exact'].get(key), 4)} |")
         down = [job for job, health in p["targets"].items() if health != "up"]
         if down:
             lines.append(f"| {n} | targets not up at the end | {', '.join(down)} | |")

@@ -7,23 +7,27 @@ summary entry in one step: the CSVs are staged beside the originals, summary.jso
 schedulers being committed (`files.committing`), the staged CSVs are renamed over the originals,
 then summary.json drops the mark. SIGINT/SIGTERM wait until a step is done; after a kill -9 at any
 moment, `verify` holds: every scheduler in summary.json has exactly its counted rows, a scheduler
-marked as committing has all of them or none, and no other rows exist.
+marked as committing has all of them or none, and no other rows exist. A real or attached
+scheduler cut short by a signal is committed too, marked `partial` (the rows of the jobs it had
+sent, measured up to the signal): `verify` checks it is the scheduler `running` names in an
+incomplete run and that its rows are the jobs it sent.
 """
 from __future__ import annotations
 
-import contextlib
+import copy
 import csv
 import json
 import os
 import shutil
-import signal
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
+from loadgen.input.files import os_reason
 from loadgen.model.errors import UserError
+from loadgen.model.signals import signals_held
+from loadgen.output.paths import component
 from loadgen.measure.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
@@ -42,7 +46,8 @@ class OutputError(UserError):
 
 
 def new_run_id(scenario_name: str, clock=time.time) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock())) + f"-{scenario_name}"
+    """<UTC time>-<the scenario's name as one safe folder-name component> (loadgen/output/paths.py)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock())) + f"-{component(scenario_name, 'scenario')}"
 
 
 def fresh_run_dir(root: str | Path, run_id: str) -> Path:
@@ -58,7 +63,17 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     """Refuse, without writing anything, a folder a run cannot own: a file, a path under a file, a
     folder that already holds files (a second run would mix its rows into the first's; `reuse`
     allows it, for caches such as calibrate's), or one that cannot be created or written."""
+    if str(path) == "":
+        raise OutputError(f"{flag}: expected a directory path, got an empty one (leave {flag} out for results/<run-id>)")
+    if "\x00" in str(path):
+        raise OutputError(f"{flag}: expected a directory path, got one holding a NUL character")
     p = Path(path)
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise OutputError(f"{flag} {path}: {os_reason(e)}") from None
     for parent in [p, *p.parents]:
         if parent.exists() and not parent.is_dir():
             what = "is" if parent == p else f"is under {parent}, which is"
@@ -73,23 +88,26 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     return p
 
 
-@contextlib.contextmanager
-def signals_deferred():
-    """SIGINT and SIGTERM wait until the block is done (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def atomic_write(path: Path, text: str) -> None:
+    """`text` written beside `path` and renamed over it; a write that fails (a full disk) leaves
+    `path` as it was, no temporary file behind, and ends in OutputError."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(path, e) from None
+
+
+class WriteFailed(OutputError):
+    """A file that could not be written (a full disk, a quota): one line; the file is as it was."""
+
+    after_start = True          # the CLI's line adds where the partial results are kept
+
+    def __init__(self, path: Path, e: OSError):
+        self.reason = e.strerror or type(e).__name__
+        super().__init__(f"{path}: cannot be written ({self.reason}); the file is as it was before")
 
 
 class RunStore:
@@ -108,7 +126,7 @@ class RunStore:
             stage = out.parent / f".{out.name}.partial-{os.getpid()}"
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir()
-            with signals_deferred():
+            with signals_held():
                 store._write_summary(stage, summary)
                 os.rename(stage, out)          # replaces an empty folder; refuses a non-empty one
         except OSError as e:
@@ -125,7 +143,7 @@ class RunStore:
         return store
 
     def write_summary(self, summary: dict) -> Path:
-        with signals_deferred():
+        with signals_held():
             return self._write_summary(self.dir, summary)
 
     def _write_summary(self, folder: Path, summary: dict) -> Path:
@@ -136,7 +154,7 @@ class RunStore:
         return path
 
     def write_text(self, name: str, text: str) -> None:
-        with signals_deferred():
+        with signals_held():
             atomic_write(self.dir / name, text)
 
     def commit(self, summary: dict, rows: list[tuple[str, str, Recorder]] = ()) -> None:
@@ -144,13 +162,23 @@ class RunStore:
         if not rows:
             self.write_summary(summary)
             return
-        with signals_deferred():
-            staged = {name: self._stage(name, rows) for name in CSVS}
-            names = [r[0] for r in rows]
-            self.files["committing"] = names
-            for name, (_, counts) in staged.items():
-                self.files[name].update(counts)
-            self._write_summary(self.dir, summary)
+        with signals_held():
+            before = copy.deepcopy(self.files)
+            try:
+                staged = {name: self._stage(name, rows) for name in CSVS}
+                self.files["committing"] = [r[0] for r in rows]
+                for name, (_, counts) in staged.items():
+                    self.files[name].update(counts)
+                self._write_summary(self.dir, summary)
+            except (OSError, WriteFailed) as e:     # a full disk: the folder stays as the last commit left it
+                self.files = before
+                for name in CSVS:
+                    (self.dir / f".{name}.staged").unlink(missing_ok=True)
+                why = e.reason if isinstance(e, WriteFailed) else (e.strerror or type(e).__name__)
+                err = OutputError(f"{self.dir}: the rows of {', '.join(r[0] for r in rows)} cannot be written "
+                                  f"({why}); the folder keeps what was committed before")
+                err.after_start = True
+                raise err from None
             for name, (tmp, _) in staged.items():
                 os.replace(tmp, self.dir / name)
             self.files["committing"] = []
@@ -263,6 +291,60 @@ def verify(run_dir: str | Path) -> list[str]:
                 problems.append(f"{name}: {n} rows of {s}, which summary.json does not list")
             elif n != want and not (s in committing and n == 0):
                 problems.append(f"{name}: {n} rows of {s}, summary.json counts {want}")
+    problems += _verify_partial(summary, files)
+    if isinstance(summary.get("seeds"), dict):
+        problems += _verify_seeds(d, summary["seeds"])
+    return problems
+
+
+def _verify_seeds(d: Path, seeds: dict) -> list[str]:
+    """A run over several seeds (drive/seeds.py): every seed it counts as completed has a complete,
+    consistent folder seeds/<seed>/; every seed folder there is a planned seed's and consistent
+    (a running or interrupted one may be partial)."""
+    problems = []
+    planned = {str(s) for s in seeds.get("planned") or []}
+    completed = {str(s) for s in seeds.get("completed") or []}
+    if completed - planned:
+        problems.append(f"summary.json: completed seeds {sorted(completed - planned)} were not planned")
+    folder = d / "seeds"
+    present = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} if folder.is_dir() else set()
+    for s in sorted(completed - present):
+        problems.append(f"seeds/{s}: completed in summary.json, but the folder is missing")
+    for s in sorted(present):
+        if s not in planned:
+            problems.append(f"seeds/{s}: a folder of a seed summary.json does not plan")
+            continue
+        inner = verify(folder / s)
+        problems += [f"seeds/{s}/{p}" for p in inner]
+        if s in completed and not inner:
+            try:
+                done = json.loads((folder / s / "summary.json").read_text()).get("complete") is True
+            except (OSError, ValueError):
+                done = False
+            if not done:
+                problems.append(f"seeds/{s}: completed in summary.json, but its summary.json is not complete")
+    return problems
+
+
+def _verify_partial(summary: dict, files: dict) -> list[str]:
+    """A scheduler kept partial (a real or attached run cut by a signal) is the one `running`
+    names in an incomplete run, and jobs.csv holds exactly the jobs it had sent."""
+    problems = []
+    for name, result in (summary.get("schedulers") or {}).items():
+        part = result.get("partial") if isinstance(result, dict) else None
+        if part is None:
+            continue
+        if summary.get("complete"):
+            problems.append(f"summary.json: {name} is marked partial in a run marked complete")
+        if summary.get("running") != name:
+            problems.append(f"summary.json: {name} is marked partial, but running names {summary.get('running')!r}")
+        rows = (files.get("jobs.csv") or {}).get(name)
+        sent = part.get("jobs_sent") if isinstance(part, dict) else None
+        if rows is not None and rows != sent:
+            problems.append(f"jobs.csv: {rows} rows of partial {name}, summary.json says it sent {sent}")
+        submitted = ((result.get("jobs") or {}).get("submitted"))
+        if submitted is not None and submitted != sent:
+            problems.append(f"summary.json: partial {name} counts {submitted} jobs submitted, but sent {sent}")
     return problems
 
 

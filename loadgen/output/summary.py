@@ -10,6 +10,7 @@ from typing import Any
 from loadgen.measure import placement
 from loadgen.measure.statistics import summarize
 from loadgen.model.fleet import Fleet
+from loadgen.model.registry import target_class
 from loadgen.model.target import ChaosAction
 from loadgen.input.plan import RunPlan
 from loadgen.measure.recorder import Recorder
@@ -57,32 +58,12 @@ def slo_met(result: dict[str, Any], slo: dict[str, Any]) -> bool:
                 and result["jobs"]["never_admitted"] <= 0.01 * max(result["jobs"]["submitted"], 1))
 
 
-def topology_settings(name: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """The settings of each scheduler that decide how gangs land on the leaf/spine fabric."""
-    if name == "slurm":
-        return {"topology_aware": True, "TopologyPlugin": "topology/tree (leaf switches under spines)",
-                "switches": cfg.get("switches"), "switches_min_members": cfg.get("switches_min_members"),
-                "max_switch_wait_s": cfg.get("switches_max_wait_s")}
-    if name == "kube":
-        return {"topology_aware": False, "scoring": cfg.get("scoring"),
-                "percentage_of_nodes_to_score": cfg.get("percentage_of_nodes_to_score"),
-                "note": "kube-scheduler has no switch topology; NodeResourcesFit scoring decides where members land"}
-    if name == "volcano":
-        return {"topology_aware": False, "plugins": ",".join(cfg.get("plugins") or []),
-                "note": "no HyperNode network topology configured: the binpack/nodeorder plugins place members"}
-    if name == "ray":
-        return {"topology_aware": False, "multi_node_strategy": cfg.get("multi_node_strategy"),
-                "single_node_strategy": cfg.get("single_node_strategy"),
-                "note": "placement groups know nodes, not switches"}
-    return {}
-
-
 def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str, end_s: float,
                      fleet: Fleet, control_plane: dict[str, Any]) -> dict[str, Any]:
     out = {"backend": backend,
            **summarize(rec, fleet.total_gpus, end_s, rec.window, scenario.section("cost"))}
     out["placement"] = placement.quality(rec, fleet)
-    out["topology"] = topology_settings(name, scenario.scheduler_config(name))
+    out["topology"] = target_class(name, backend).topology(scenario.scheduler_config(name))
     out["control_plane"] = control_plane
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)

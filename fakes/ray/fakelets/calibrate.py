@@ -40,10 +40,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from loadgen.model.numbers import NA, fixed
+from loadgen.model.quantiles import QUANTILES, exact_quantile
+
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIO = REPO / "scenarios" / "ray-fakelets-calibration.yaml"
 KINDS = ("raylet", "fakelet")
-QUANTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 WITHIN_S = (0.1, 1.0)
 RAY_PROCS = ("gcs_server", "raylet", "fakelets.serve", "fakes.ray.driver", "fakes.ray.serve")
 
@@ -221,8 +223,7 @@ def quantiles(x: Iterable[float]) -> dict[str, float | None]:
     a = np.asarray(list(x), dtype=float)
     out: dict[str, float | None] = {"count": int(a.size)}
     for name, q in QUANTILES.items():
-        # nearest rank (inverted CDF), as summary.json reports quantiles
-        out[name] = round(float(np.percentile(a, q, method="inverted_cdf")), 6) if a.size else None
+        out[name] = round(exact_quantile(a, q), 6) if a.size else None
     for s in WITHIN_S:
         out[f"within_{s:g}s"] = round(float((a <= s).mean()), 4) if a.size else None
     return out
@@ -366,11 +367,7 @@ def reanalyse(out: Path, band: dict | None = None) -> dict[str, Any]:
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+    return fixed(v, digits, grouping=False)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -395,7 +392,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_fmt(rr.get('ks', {}).get('d'))} | {_fmt(fr.get('ks', {}).get('d'))} |")
         pr = c.get("pairs", {})
         if pr.get("n", 0) > 1:
-            span = lambda k: "-" if k not in pr else f"{pr[k][0]:.2f}-{pr[k][1]:.2f}"  # noqa: E731
+            span = lambda k: NA if k not in pr else f"{_fmt(pr[k][0], 2)}-{_fmt(pr[k][1], 2)}"  # noqa: E731
             lines.append(f"| {cls} | single pairs ({pr['n']}): p50 / p90 / p99 ratio, 1 s diff, KS D | | | "
                          f"{span('p50')} / {span('p90')} / {span('p99')}, {span('within_1s_diff')}, {span('ks_d')} | | |")
     lines += ["", "| run | loadavg start -> end | wall s | boot s | admitted / jobs | GCS sched ms p50 / p99 | "
@@ -404,7 +401,7 @@ def markdown(report: dict[str, Any]) -> str:
         cp = r.get("control_plane", {})
         jobs, never = r.get("jobs", {}).get("all"), r.get("never_admitted", {}).get("all", 0)
         lines.append(f"| {Path(r['dir']).name} | {r['loadavg_start']} -> {r['loadavg_end']} | {r['wall_s']} | "
-                     f"{_fmt(cp.get('fleet_boot_s'), 1)} | {'-' if jobs is None else jobs - never} / {_fmt(jobs)} | "
+                     f"{_fmt(cp.get('fleet_boot_s'), 1)} | {NA if jobs is None else jobs - never} / {_fmt(jobs)} | "
                      f"{_fmt(cp.get('gcs_scheduling_ms_p50'), 1)} / {_fmt(cp.get('gcs_scheduling_ms_p99'), 1)} | "
                      f"{_fmt(cp.get('groups_created'))} | {_fmt(r.get('host_cpu_busy'), 2)} | "
                      f"{_fmt((r.get('fakelets') or {}).get('loop_lag_max_s'))} |"

@@ -12,7 +12,7 @@ MIN_LATENCY_S = 1e-3     # a log axis has no 0: faster admissions are drawn at 1
 
 
 def nearest_rank(n: int, p: np.ndarray) -> np.ndarray:
-    """Indices of the nearest-rank quantiles p of n sorted samples (loadgen.measure.statistics.exact_quantile)."""
+    """Indices of the nearest-rank quantiles p of n sorted samples (loadgen.model.quantiles.exact_quantile)."""
     return np.maximum(np.ceil(np.asarray(p, dtype=float) * n).astype(np.int64), 1) - 1
 
 

@@ -7,6 +7,7 @@ is listed in `notes` and the page says so where the figure would be.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from dataclasses import dataclass, field
@@ -15,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.input import files
 from loadgen.model.errors import UserError
 
+MAX_JSON_BYTES = 256 * 1024 * 1024        # a 10,000-node four-scheduler summary.json is about 60 KiB
+MAX_CSV_BYTES = 8 * 1024 * 1024 * 1024    # 2,000,000 jobs x 4 schedulers in jobs.csv is about 1.2 GiB
 SERIES_FIXED = ("gpus_allocated", "gpus_partial", "gpus_stranded", "pending_jobs", "partial_gangs", "running_jobs")
 CP_PREFIX = "cp_"
 
@@ -93,17 +97,49 @@ def load_run(d: Path, summary: dict) -> RunData:
 
 def _read_json(path: Path, keys: tuple[str, ...], expected: str) -> dict:
     try:
-        obj = json.loads(path.read_text())
-    except OSError as e:
-        raise ReportError(f"{path}: cannot be read ({e.strerror}); expected {expected}") from None
+        data = files.read_bytes(path, MAX_JSON_BYTES, expected)
+    except files.FileError as e:
+        raise ReportError(f"{path}: {e.expected}") from None
+    try:
+        obj = files.loads(data.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError:
         raise ReportError(f"{path}: expected UTF-8 JSON text ({expected})") from None
     except ValueError as e:
-        raise ReportError(f"{path}: not valid JSON (line {getattr(e, 'lineno', '?')}); expected {expected}") from None
+        where = f"line {e.lineno}" if isinstance(e, json.JSONDecodeError) else str(e)
+        raise ReportError(f"{path}: not valid JSON ({where}); expected {expected}") from None
     if not isinstance(obj, dict) or not all(k in obj for k in keys) or not all(
             isinstance(obj[k], dict) for k in keys if k in ("schedulers", "points", "ceiling")):
         raise ReportError(f"{path}: expected {expected}")
+    _check_shape(obj, SUMMARY_SHAPE if "schedulers" in keys else CEILING_SHAPE, path, "")
     return obj
+
+
+# Where a summary.json or ceiling.json must hold a mapping (or a list) for the page to read it: a
+# hand-edited or foreign file is refused with the key, not drawn into a traceback. "*" is any key.
+MAPPING, LIST = "a mapping", "a list"
+_RESULT = {"jobs": MAPPING, "admission_s": MAPPING, "admission_s_incl_pending": MAPPING, "by_class": {"*": MAPPING},
+           "budgets": {"*": {"*": MAPPING}}, "activity": MAPPING, "placement": MAPPING, "topology": MAPPING,
+           "control_plane": MAPPING, "chaos_applied": {"*": MAPPING}, "model": MAPPING, "scheduling_tax": MAPPING}
+SUMMARY_SHAPE = {"schedulers": {"*": _RESULT}, "fleet": MAPPING, "workload": MAPPING, "profile": MAPPING,
+                 "slo": MAPPING, "chaos": LIST}
+CEILING_SHAPE = {"points": {"*": LIST}, "ceiling": {"*": {"evidence": MAPPING}}, "slo": MAPPING}
+
+
+def _check_shape(obj: Any, shape: Any, path: Path, where: str) -> None:
+    if obj is None:
+        return                          # absent values read as missing
+    if shape == LIST:
+        if not isinstance(obj, list):
+            raise ReportError(f"{path}: {where}: expected {LIST}, got {type(obj).__name__}")
+        return
+    if not isinstance(obj, dict):
+        raise ReportError(f"{path}: {where}: expected {MAPPING}, got {type(obj).__name__}")
+    if shape == MAPPING:
+        return
+    for key, value in obj.items():
+        sub = shape.get(key, shape.get("*"))
+        if sub is not None:
+            _check_shape(value, sub, path, f"{where}.{key}" if where else str(key))
 
 
 def _num(text: str) -> float:
@@ -113,13 +149,26 @@ def _num(text: str) -> float:
         return np.nan
 
 
+@contextlib.contextmanager
+def _csv(path: Path):
+    """A csv.reader over a run folder's CSV read as any input is (a regular file, bounded); what
+    cannot be read as CSV text is one line naming the file."""
+    try:
+        yield csv.reader(files.lines(path, MAX_CSV_BYTES, "CSV file"))
+    except files.FileError as e:
+        raise ReportError(str(e)) from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: expected UTF-8 CSV text (is this a binary file?)") from None
+    except csv.Error as e:
+        raise ReportError(f"{path}: expected CSV ({e})") from None
+
+
 def read_admission(path: Path, names: list[str]) -> dict[str, dict[str, np.ndarray]]:
     """scheduler -> {"all": ..., class: ...} of sorted admission seconds (admitted jobs only, as in
     summary.json's admission_s). Rows of schedulers summary.json does not list are ignored."""
     wanted = set(names)
     acc: dict[str, dict[str, list[float]]] = {}
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
+    with _csv(path) as reader:
         header = next(reader, [])
         try:
             i_s, i_c, i_a = header.index("scheduler"), header.index("cls"), header.index("admission_s")
@@ -146,8 +195,7 @@ def read_series(path: Path, names: list[str]) -> dict[str, dict[str, np.ndarray]
     """scheduler -> column -> float array (blank cells NaN); only schedulers summary.json lists."""
     wanted = set(names)
     rows: dict[str, list[list[str]]] = {}
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
+    with _csv(path) as reader:
         header = next(reader, [])
         if "scheduler" not in header or "t" not in header:
             raise ReportError(f"{path}: expected a timeseries.csv header starting scheduler,t")

@@ -59,9 +59,10 @@ def to_svg(fig, key: str, label: str) -> str:
     s = re.sub(r' d="([^"]*)"', lambda m: ' d="' + _NUMBER.sub(_tenth, m.group(1)) + '"', s)
     s = re.sub(r' ([xy])="(-?\d+\.\d+)"', lambda m: f' {m.group(1)}="' + _NUMBER.sub(_tenth, m.group(2)) + '"', s)
     s = re.sub(r"\n\s+", "\n", s)                           # matplotlib's indentation
-    s = re.sub(r'\bid="([^"]+)"', rf'id="{key}-\1"', s)
-    s = re.sub(r"url\(#([^)]+)\)", rf"url(#{key}-\1)", s)
-    s = re.sub(r'href="#([^"]+)"', rf'href="#{key}-\1"', s)
+    key = re.sub(r"[^A-Za-z0-9_-]", "_", key)              # an id prefix, never a user's text
+    s = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{key}-{m.group(1)}"', s)
+    s = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{key}-{m.group(1)})", s)
+    s = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{key}-{m.group(1)}"', s)
     m = re.search(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"', s)
     if m:
         px = float(m.group(2)) * 4 / 3
@@ -80,7 +81,13 @@ def _tenth(m) -> str:
 
 
 def _attr(s: str) -> str:
-    return s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plain(s) -> str:
+    """A name from a summary, a trace or a CSV header as matplotlib text: `$` is a dollar sign,
+    never the start of mathtext (a name like `$x^$` would otherwise fail the whole page)."""
+    return str(s).replace("$", r"\$")
 
 
 def _ctx():
@@ -105,7 +112,7 @@ def admission_cdf(key: str, title: str, lat: dict[str, np.ndarray], order: list[
             n = len(v)
             f = np.clip(f, 0.5 / n, 1 - 0.5 / n)
             c = color(name, order)
-            ax.plot(np.maximum(x, curves.MIN_LATENCY_S), f, color=c, label=f"{name} (n={n:,})")
+            ax.plot(np.maximum(x, curves.MIN_LATENCY_S), f, color=c, label=plain(f"{name} (n={n:,})"))
             for q, (qx, qf) in curves.quantile_marks(v).items():
                 ax.plot([max(qx, curves.MIN_LATENCY_S)], [min(max(qf, 0.5 / n), 1 - 0.5 / n)], MARKS[q],
                         color=c, markersize=4.5, markerfacecolor="white", markeredgewidth=1.2)
@@ -121,7 +128,7 @@ def admission_cdf(key: str, title: str, lat: dict[str, np.ndarray], order: list[
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("admission latency (s, log scale; < 1 ms drawn at 1 ms)")
         ax.set_ylabel("share of admitted jobs at or below (logit scale)")
-        ax.set_title(title)
+        ax.set_title(title, parse_math=False)         # holds a class name: a $ is a dollar sign
         ax.legend(loc="lower right")
         return to_svg(fig, key, title)
 
@@ -133,7 +140,7 @@ def _chaos_marks(axes, events: list[tuple[float, str]], end_h: float, label_ax) 
         h = t / 3600.0
         for ax in axes:
             ax.axvline(h, color="0.3", linestyle=":", linewidth=0.9)
-        label_ax.annotate(kind, (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
+        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
                           fontsize=7, va="bottom", ha="left", color="0.25")
         if kind in SPANS:
             open_[kind] = h
@@ -168,13 +175,13 @@ def timeline(key: str, series: dict[str, dict[str, np.ndarray]], order: list[str
             for ax, (col, _) in zip(axes, TIMELINE):
                 if col in cols:
                     x, y = curves.decimate(th, cols[col])
-                    ax.plot(x, y, color=color(name, order), label=name, linewidth=1.1)
+                    ax.plot(x, y, color=color(name, order), label=plain(name), linewidth=1.1)
         for ax, (_, label) in zip(axes, TIMELINE):
             ax.set_ylabel(label)
         _chaos_marks(axes, events, end_h, axes[0])
         axes[-1].set_xlabel("run time (h)")
         handles = [_line([], [], color=color(n, order)) for n in order if n in series]
-        fig.legend(handles, [n for n in order if n in series], loc="upper center", ncol=len(order))
+        fig.legend(handles, [plain(n) for n in order if n in series], loc="upper center", ncol=len(order))
         return to_svg(fig, key, "GPUs and queue over time")
 
 
@@ -209,8 +216,9 @@ def control_plane(key: str, series: dict[str, dict[str, np.ndarray]], order: lis
         for ax, (col, lines) in zip(axes, drawn):
             for name, x, y in lines:
                 x, y = curves.decimate(x, y)
-                ax.plot(x, y, color=color(name, order), label=name, linewidth=1.0)
-            ax.set_title(col.removesuffix("_total") + (" per s" if col.endswith("_total") else ""), fontsize=9)
+                ax.plot(x, y, color=color(name, order), label=plain(name), linewidth=1.0)
+            ax.set_title(col.removesuffix("_total") + (" per s" if col.endswith("_total") else ""), fontsize=9,
+                         parse_math=False)
             for t, _ in events:
                 ax.axvline(t / 3600.0, color="0.3", linestyle=":", linewidth=0.8)
             ax.tick_params(labelsize=7)
@@ -222,39 +230,44 @@ def control_plane(key: str, series: dict[str, dict[str, np.ndarray]], order: lis
             ax.xaxis.set_tick_params(labelbottom=True)
         names = [n for n in order if any(n == ln for _, lines in drawn for ln, _, _ in lines)]
         handles = [_line([], [], color=color(n, order)) for n in names]
-        fig.legend(handles, names, loc="upper center", ncol=len(names))
+        fig.legend(handles, [plain(n) for n in names], loc="upper center", ncol=len(names))
         return to_svg(fig, key, "control-plane figures over time"), zero
 
 
 # --- ceiling ----------------------------------------------------------------------------------
-def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None, ceiling: dict[str, dict]) -> str:
+def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None,
+                  ceiling: dict[str, dict]) -> str | None:
     """p99 admission against the churn multiplier per scheduler (log-log), the SLO as a line;
-    filled markers met the SLO, hollow ones broke it, a star marks the ceiling."""
+    filled markers met the SLO, hollow ones broke it, a star marks the ceiling. None when no point
+    can be drawn."""
     order = list(points)
+    if not any(isinstance(p, dict) and _positive(p.get("churn_multiplier")) and _finite(p.get("p99_s"))
+               for pts in points.values() for p in pts):
+        return None
     with _ctx():
         fig = _figure(8.0, 4.8)
         ax = fig.add_subplot()
         for name, pts in points.items():
-            pts = sorted((p for p in pts if isinstance(p, dict) and isinstance(p.get("churn_multiplier"), (int, float))),
-                         key=lambda p: p["churn_multiplier"])
-            xs = [p["churn_multiplier"] for p in pts if p.get("p99_s") is not None]
-            ys = [max(p["p99_s"], curves.MIN_LATENCY_S) for p in pts if p.get("p99_s") is not None]
+            # points a log-log axis can hold: a positive multiplier and a number for p99 (a hand-edited
+            # or foreign ceiling.json may hold anything)
+            pts = sorted((p for p in pts if isinstance(p, dict) and _positive(p.get("churn_multiplier"))
+                          and _finite(p.get("p99_s"))), key=lambda p: p["churn_multiplier"])
+            xs = [p["churn_multiplier"] for p in pts]
+            ys = [max(p["p99_s"], curves.MIN_LATENCY_S) for p in pts]
             if not xs:
                 continue
             c = color(name, order)
-            ax.plot(xs, ys, "-", color=c, label=name)
+            ax.plot(xs, ys, "-", color=c, label=plain(name))
             for p in pts:
-                if p.get("p99_s") is None:
-                    continue
                 met = p.get("met", p.get("slo_met"))
                 ax.plot([p["churn_multiplier"]], [max(p["p99_s"], curves.MIN_LATENCY_S)], "o", color=c,
                         markerfacecolor=c if met else "white", markersize=5)
             best = (ceiling.get(name) or {}).get("ceiling_churn_multiplier")
-            at = [p for p in pts if p["churn_multiplier"] == best and p.get("p99_s") is not None]
+            at = [p for p in pts if p["churn_multiplier"] == best]
             if at:
                 ax.plot([best], [max(at[0]["p99_s"], curves.MIN_LATENCY_S)], "*", color=c, markersize=13,
                         markeredgecolor="black", markeredgewidth=0.5)
-        if slo_s is not None:
+        if _positive(slo_s):
             ax.axhline(slo_s, color="black", linestyle="--", linewidth=1.0, label=f"SLO: p99 <= {slo_s:g} s")
         ax.plot([], [], "o", color="0.4", label="met the SLO")
         ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="broke it")
@@ -268,6 +281,14 @@ def ceiling_curve(key: str, points: dict[str, list[dict]], slo_s: float | None, 
         return to_svg(fig, key, "ceiling curve")
 
 
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def _positive(v) -> bool:
+    return _finite(v) and v > 0
+
+
 # --- calibration ------------------------------------------------------------------------------
 RATIOS = (("p50_ratio", "p50"), ("p99_ratio", "p99"), ("p999_ratio", "p99.9"), ("ratio", "published"))
 
@@ -279,7 +300,7 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
         for field, label in RATIOS:
             v = err.get(field)
             if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
-                rows.append((f"{name} {label}", float(v[0]), float(v[1]), name))
+                rows.append((plain(f"{name} {label}"), float(v[0]), float(v[1]), name))
     if not rows:
         return None
     order = list(errors)
@@ -301,3 +322,45 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
         ax.set_xlabel("held-out ratio: real (or published) / simulated (log scale)")
         ax.set_title(f"Held-out error of the profile (shaded: the goal band {band[0]:g}-{band[1]:g})")
         return to_svg(fig, key, "held-out error of the profile")
+
+
+# --- seeds ------------------------------------------------------------------------------------
+def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, dict]]], order: list[str]) -> str | None:
+    """One panel per figure: for each scheduler its per-seed values as dots, the interval as a
+    vertical bar and the median as a horizontal tick. panels: (label, log scale, scheduler ->
+    interval entry of output.aggregate, with "values")."""
+    panels = [p for p in panels if any(e for e in p[2].values())]
+    if not panels:
+        return None
+    ncols = min(4, len(panels))
+    nrows = -(-len(panels) // ncols)
+    with _ctx():
+        fig = _figure(2.6 * ncols + 0.6, 2.4 * nrows + 0.5, left=0.6, right=0.15, top=0.5, bottom=0.45, hspace=0.55,
+                      wspace=0.38)
+        axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+        for ax, (label, log, entries) in zip(axes, panels):
+            names = [n for n in order if entries.get(n)]
+            for i, name in enumerate(names):
+                e = entries[name]
+                c = color(name, order)
+                vals = [v for v in (e.get("values") or {}).values() if v is not None]
+                floor = curves.MIN_LATENCY_S if log else None
+                clamp = (lambda v: max(v, floor)) if floor else (lambda v: v)
+                if vals:
+                    k = len(vals)
+                    xs = [i + (0.5 * (j / (k - 1) - 0.5) if k > 1 else 0.0) for j in range(k)]
+                    ax.plot(xs, [clamp(v) for v in vals], "o", color=c, alpha=0.55, markersize=3.2, markeredgewidth=0)
+                if e.get("low") is not None and e.get("high") is not None:
+                    ax.plot([i, i], [clamp(e["low"]), clamp(e["high"])], "-", color=c, linewidth=5, alpha=0.35,
+                            solid_capstyle="butt")
+                if e.get("median") is not None:
+                    ax.plot([i - 0.32, i + 0.32], [clamp(e["median"])] * 2, "-", color=c, linewidth=2.2)
+            ax.set_xticks(range(len(names)), names, fontsize=7, parse_math=False)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            if log:
+                ax.set_yscale("log")
+            ax.set_title(label, fontsize=9, parse_math=False)      # class names: a $ is a dollar sign
+            ax.tick_params(axis="y", labelsize=7)
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
+        return to_svg(fig, key, title)

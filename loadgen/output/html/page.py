@@ -2,8 +2,9 @@
 
 Every number cell of a run report carries data-metric, a dotted path into summary.json's
 `schedulers` (e.g. `kube.admission_s.p99`, `slurm.by_class.large.admission_s.count`), and
-data-value, the value as JSON; its text is fmt.num of that value. A ceiling report's paths start
-at the top of ceiling.json (`ceiling.kube.ceiling_churn_multiplier`, `points.kube.0.p99_s`).
+data-value, the value as JSON; its text is that value as loadgen.model.numbers.readable prints it.
+A ceiling report's paths start at the top of ceiling.json (`ceiling.kube.ceiling_churn_multiplier`,
+`points.kube.0.p99_s`).
 No script, no external resource: the file opens from disk anywhere.
 """
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from loadgen.model.registry import SCHEDULERS
+from loadgen.model.numbers import readable
 from loadgen.output.html.data import CeilingData, RunData, chaos_events, cp_columns
-from loadgen.output.html.fmt import cell, num, text
+from loadgen.output.html.fmt import cell, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
 
 CSS = """
@@ -33,6 +36,7 @@ figure.plot{margin:.4em 0 1.2em}figure.plot figcaption{font-size:12px;color:#555
 .cp table{width:100%}.cp td{word-break:break-all}.scroll{overflow-x:auto}.scroll table{width:100%}
 .bad{color:#b00020;font-weight:600}.ok{color:#1e7b34}
 nav a{margin-right:12px}
+.iv{color:#555;font-size:11px}.ns{color:#8a6d00;font-weight:600}.sig{color:#1e7b34}td.pair{text-align:right;white-space:nowrap}
 footer{margin-top:2em;color:#666;font-size:12px}
 """
 
@@ -66,7 +70,10 @@ def _missing(msg: str) -> str:
 
 
 def render(data: RunData | CeilingData) -> str:
-    return render_ceiling(data) if isinstance(data, CeilingData) else render_run(data)
+    from loadgen.output.html import seeds          # a run or a search over several seeds
+    if isinstance(data, CeilingData):
+        return (seeds.render_ceiling if "seeds" in data.ceiling else render_ceiling)(data)
+    return (seeds.render_run if data.summary.get("spread") is not None else render_run)(data)
 
 
 # --- a run ------------------------------------------------------------------------------------
@@ -101,7 +108,7 @@ def render_run(data: RunData) -> str:
         slo = s.get("slo") or {}
         body.append(f"<p>Admission latency = intended submit time to the last required member bound, exact "
                     f"nearest-rank quantiles over admitted jobs (n); never-admitted jobs are counted beside them. "
-                    f"SLO: p99 &lt;= {text(num(slo.get('admission_p99_s')))} s and at most 1% never admitted. "
+                    f"SLO: p99 &lt;= {text(readable(slo.get('admission_p99_s')))} s and at most 1% never admitted. "
                     f"Scheduling tax is a fraction of allocated GPU-hours.</p>")
         if lost := refusals(s):
             body.append(f'<p class="missing">{text(REFUSALS_HEAD)}</p><ul>' + "".join(
@@ -114,11 +121,15 @@ def render_run(data: RunData) -> str:
 
     # admission
     body.append('<section id="admission"><h2>Admission latency</h2>')
-    classes = sorted({c for n in names for c in (s["schedulers"][n].get("by_class") or {})})
+    classes, figured, left_out = shown_classes(s, names)
     if data.admission is None or "admission" in data.notes:
         body.append(_missing(data.notes.get("admission", "")))
+    if left_out or len(classes) > len(figured):
+        body.append(_missing(f"{len(classes) + left_out:,} job classes: this page shows the {len(classes):,} with the "
+                             f"most jobs in tables and draws the CDFs of the {len(figured)} largest; summary.json and "
+                             f"jobs.csv hold every class"))
     body.append('<div class="grid">')
-    for cls in ["all", *classes]:
+    for i, cls in enumerate(["all", *classes]):
         prefix = "admission_s" if cls == "all" else f"by_class.{cls}.admission_s"
         title = "all jobs" if cls == "all" else f"class {cls}"
         part = [f'<div class="panel" data-class="{text(cls)}"><h3>{text(title)}</h3>',
@@ -132,10 +143,10 @@ def render_run(data: RunData) -> str:
                         + "".join(cell(get(r, f"{prefix}.{k}"), f"{n}.{prefix}.{k}") for _, k in QUANTILE_COLS)
                         + cell(get(r, never), f"{n}.{never}") + "</tr>")
         part.append("</tbody></table>")
-        if data.admission:
+        if data.admission and (cls == "all" or cls in figured):
             lat = {n: data.admission[n].get(cls) for n in names if n in data.admission}
             if any(v is not None and len(v) for v in lat.values()):
-                svg = figures.admission_cdf(f"cdf-{cls}", f"Admission CDF: {title}", lat, names)
+                svg = figures.admission_cdf(f"cdf-{i}", f"Admission CDF: {title}", lat, names)
                 part.append(_fig(svg, f"{title}: admission latency CDF per scheduler from jobs.csv "
                                       f"(drawn at ~300 ranks incl. the exact p50/p99/p99.9 marked)"))
         part.append("</div>")
@@ -188,6 +199,25 @@ def render_run(data: RunData) -> str:
     body.append(_profile_section(data))
     body.append(_footer(data.dir, ["summary.json", "jobs.csv", "timeseries.csv"]))
     return _doc(f"gangstorm report {s.get('run_id')}", body)
+
+
+MAX_CLASSES = 60           # per-class tables (a trace may give every job its own class)
+MAX_CLASS_FIGURES = 12    # per-class CDFs: a figure costs about 0.1 s to draw
+
+
+def shown_classes(s: dict, names: list[str]) -> tuple[list[str], set[str], int]:
+    """The job classes the page shows in tables (at most MAX_CLASSES: those with the most jobs,
+    listed by name), those of them that get a CDF (at most MAX_CLASS_FIGURES, the most jobs
+    first), and how many classes it leaves out. Linear in the classes, whatever their number."""
+    jobs: dict[str, int] = {}
+    for n in names:
+        for c, v in (s["schedulers"][n].get("by_class") or {}).items():
+            count = v.get("jobs") if isinstance(v, dict) else None
+            number = isinstance(count, (int, float)) and not isinstance(count, bool) and count == count
+            jobs[str(c)] = max(jobs.get(str(c), 0), count if number else 0)
+    jobs.pop("all", None)              # "all" is every job (input refuses it as a class name)
+    by_size = sorted(jobs, key=lambda c: (-jobs[c], c))
+    return sorted(by_size[:MAX_CLASSES]), set(by_size[:MAX_CLASS_FIGURES]), max(len(jobs) - MAX_CLASSES, 0)
 
 
 BUDGETS = (("placement_to_ready", "Placement-to-ready", "admission to every member's container running: image "
@@ -269,9 +299,13 @@ def _run_header(data: RunData) -> str:
            f'profile {text(prof.get("name"))}; wall {_g(s.get("wall_s"))} s.</p>']
     if data.partial:
         running = s.get("running")
+        kept = (s.get("schedulers") or {}).get(running) if running else None
+        part = kept.get("partial") if isinstance(kept, dict) else None
+        what = (f" while {text(running)} was running (its rows up to the signal are kept, marked partial: "
+                f"{_g(part.get('jobs_sent'))} of {_g(part.get('jobs_planned'))} jobs sent)" if isinstance(part, dict)
+                else f" while {text(running)} was running (its results are absent)" if running else "")
         out.append(f'<p class="banner" id="partial"><b>Partial result</b> ("complete": false): the run was '
-                   f'interrupted{" while " + text(running) + " was running (its results are absent)" if running else ""}. '
-                   f'This report shows the {len(data.schedulers)} scheduler(s) that finished: '
+                   f'interrupted{what}. This report shows the {len(data.schedulers)} scheduler(s) it holds: '
                    f'{text(", ".join(data.schedulers) or "none")}.</p>')
     out.append("</header>")
     return "\n".join(out)
@@ -280,7 +314,7 @@ def _run_header(data: RunData) -> str:
 def _g(v) -> str:
     """A number in running text, shortest form (`6`, `3`, `0.05058`)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return text(num(v))
+        return text(readable(v))
     return text(f"{v:,}" if isinstance(v, int) else f"{v:,.4g}")
 
 
@@ -356,7 +390,7 @@ def _profile_section(data: RunData) -> str:
     elif p is None:
         out.append(_missing(data.profile_note))
     else:
-        sections = [sec for sec in p.params if sec in models or sec not in ("kube", "volcano", "ray", "slurm")]
+        sections = [sec for sec in p.params if sec in models or sec not in SCHEDULERS]
         if sections:
             out.append(f"<h3>Parameters</h3><p>{text(data.profile_note)}.</p><table><thead><tr><th>parameter</th>"
                        "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead><tbody>")
@@ -391,8 +425,8 @@ def render_ceiling(data: CeilingData) -> str:
     ceil = {n: v for n, v in (c.get("ceiling") or {}).items() if isinstance(v, dict)}
     body = ["<header><h1>gangstorm ceiling " + text(c.get("scenario")) + "</h1>",
             f'<p class="meta">Scenario <b>{text(c.get("scenario"))}</b>; backend {text(c.get("backend", "sim"))}; '
-            f'{text(num(c.get("nodes")))} nodes; {text(num(c.get("jobs_per_point")))} jobs per point; SLO: admission '
-            f'p99 &lt;= {text(num(slo_s))} s and at most 1% never admitted.</p></header>',
+            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: admission '
+            f'p99 &lt;= {text(readable(slo_s))} s and at most 1% never admitted.</p></header>',
             '<section id="ceiling"><h2>Ceiling per scheduler</h2>']
     if c.get("complete") is False:
         body.insert(2, '<p class="banner" id="partial"><b>Partial search</b> ("complete": false): the sweep was '

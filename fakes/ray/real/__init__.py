@@ -1,0 +1,1 @@
+"""RealRay's parts, split by concern (fakes/ray/target.py composes them)."""

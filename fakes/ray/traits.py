@@ -1,0 +1,17 @@
+"""What gangstorm needs to know about Ray without running it, declared once for the simulated
+(fakes/ray/sim.py) and the real (fakes/ray/target.py) target."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class RayTraits:
+    @classmethod
+    def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {"topology_aware": False, "multi_node_strategy": cfg.get("multi_node_strategy"),
+                "single_node_strategy": cfg.get("single_node_strategy"),
+                "note": "placement groups know nodes, not switches"}
+
+    @classmethod
+    def fleet_kind(cls, cfg: dict[str, Any]) -> str:
+        return "fakelets" if cfg.get("nodes") == "fakelet" else ""

@@ -1,0 +1,1 @@
+"""RealSlurm's parts, split by concern (fakes/slurm/target.py composes them)."""

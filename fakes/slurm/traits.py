@@ -1,0 +1,13 @@
+"""What gangstorm needs to know about Slurm without running it, declared once for the simulated
+(fakes/slurm/sim.py) and the real (fakes/slurm/target.py) target."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class SlurmTraits:
+    @classmethod
+    def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {"topology_aware": True, "TopologyPlugin": "topology/tree (leaf switches under spines)",
+                "switches": cfg.get("switches"), "switches_min_members": cfg.get("switches_min_members"),
+                "max_switch_wait_s": cfg.get("switches_max_wait_s")}
