@@ -46,7 +46,8 @@ from loadgen.model.events import Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.target import TargetContext
 
-PRINT_WAIT_S = 6.0
+PRINT_WAIT_S = 6.0         # a backstop: the GCS prints every 2 s when asked to (gcsstats.PRINT_ENV)
+GROUP_WAIT_S = 120.0       # a backstop: a group's wait ends when it ends or the driver does
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -58,8 +59,19 @@ def _gcs_out(target) -> Path | None:
     return found[-1] if found else None
 
 
+def _printing(target) -> bool:
+    return gcsstats.PRINT_ENV.items() <= target.fleet.gcs_config.items()
+
+
+def _driver_gone(target) -> bool:
+    return any(e.startswith("driver exited") for e in target.errors)
+
+
 def _snapshot(target, after_prints: int = -1) -> tuple[gcsstats.Snapshot, int]:
-    """The GCS's latest statistics print; with after_prints, wait for a print newer than that count."""
+    """The GCS's latest statistics print; with after_prints, wait for a print newer than that count
+    (only when the GCS prints them: otherwise there is nothing to wait for)."""
+    if not _printing(target):
+        after_prints = -1
     deadline = time.monotonic() + PRINT_WAIT_S
     while True:
         path = _gcs_out(target)
@@ -73,17 +85,25 @@ def _snapshot(target, after_prints: int = -1) -> tuple[gcsstats.Snapshot, int]:
 
 
 def serial_phase(target, t0: float, bundles: int, groups: int, gap_s: float, first_id: int) -> dict[str, Any]:
-    """`groups` groups of `bundles` bundles, one at a time: create, wait until created, remove."""
+    """`groups` groups of `bundles` bundles, one at a time: create, wait until created, remove.
+    A group's wait ends when the group has finished or failed, or the driver has exited; a group
+    that did not end stops the phase ("stopped" says why), so a phase is at most `groups` waits
+    and a broken fleet costs one backstop (GROUP_WAIT_S), not one per group."""
     since = len(target.sched_ms)
     before, _ = _snapshot(target)
-    failed = 0
+    failed, stopped = 0, None
     t_start = time.monotonic()
     for jid in range(first_id, first_id + groups):
         now = time.monotonic() - t0
         target.submit(_job(jid, bundles, 1e-3, now), now)
-        events = _wait(target, t0, lambda es, j=jid: any(e.job_id == j and e.kind in (Kind.FINISHED, Kind.FAILED)
-                                                          for e in es), 120)
-        failed += sum(1 for e in events if e.job_id == jid and e.kind is Kind.FAILED)
+        events = _wait(target, t0, lambda es, j=jid: _driver_gone(target) or any(
+            e.job_id == j and e.kind in (Kind.FINISHED, Kind.FAILED) for e in es), GROUP_WAIT_S)
+        ended = [e for e in events if e.job_id == jid and e.kind in (Kind.FINISHED, Kind.FAILED)]
+        failed += sum(1 for e in ended if e.kind is Kind.FAILED)
+        if not ended:
+            stopped = (f"group {jid}: the driver exited" if _driver_gone(target)
+                       else f"group {jid} neither finished nor failed within {GROUP_WAIT_S:.0f} s")
+            break
         time.sleep(gap_s)
     wall = time.monotonic() - t_start
     after, _ = _snapshot(target, _snapshot(target)[1])      # the first print after the phase ended
@@ -95,13 +115,14 @@ def serial_phase(target, t0: float, bundles: int, groups: int, gap_s: float, fir
     return {"bundles": bundles, "groups": groups, "created": len(sched), "failed": failed, "wall_s": round(wall, 2),
             "gcs_scheduling_ms_p50": _pct(sched, 50), "gcs_scheduling_ms_p90": _pct(sched, 90),
             "gcs_scheduling_ms_mean": round(float(np.mean(sched)), 3) if sched else None,
+            "gcs_scheduling_ms_each": [round(x, 3) for x in sched],
             "gcs_creation_ms_p50": _pct(e2e, 50),
             "gcs_prepare_rpc_ms_mean": prep, "gcs_prepare_rpcs": n_prep,
             "gcs_commit_rpc_ms_mean": commit, "gcs_commit_rpcs": n_commit,
             "gcs_main_busy_ms_per_s": round(gcsstats.busy_ms(main) / wall, 2) if main else None,
             "gcs_table_write_callbacks_ms_per_group": round(main["GcsInMemoryStore.Put"].exec_ms / groups, 3)
             if "GcsInMemoryStore.Put" in main else None,
-            "gcs_stats_span_ok": bool(main)}
+            "gcs_stats_span_ok": bool(main), **({"stopped": stopped} if stopped else {})}
 
 
 def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], groups: int, gap_s: float, idle_s: float,
@@ -121,7 +142,7 @@ def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], groups: 
         shards = target.fleet.fakelets
         gcs = target.fleet.gcs_pid()
         t0 = time.monotonic()
-        _wait(target, t0, lambda es: target.cp.get("raylets_alive") == nodes, 300)
+        _wait(target, t0, lambda es: target.cp.get("raylets_alive") == nodes or _driver_gone(target), 300)
         metrics["fleet"].update(boot_s=round(target.fleet.boot_s, 1), alive=target.cp.get("raylets_alive"))
         procs = {"gcs": lambda: [gcs], "fleet": shards.all_pids, "driver": lambda: [target.proc.pid]}
         before, _ = _snapshot(target)
@@ -144,6 +165,8 @@ def one_size(out: dict[str, Any], nodes: int, bundle_counts: list[int], groups: 
                          loop_lag_max_s=shards.stats().get("loop_lag_max_s"))
             phases.append(phase)
             jid += groups
+            if "stopped" in phase:            # what stopped it stops the next bundle counts too
+                break
         cp = target.control_plane()
         metrics["fakelets"] = {k: cp.get("fakelets", {}).get(k) for k in ("alive", "false_deaths", "unimplemented",
                                                                          "loop_lag_max_s")}
