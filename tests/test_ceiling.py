@@ -159,11 +159,15 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     assert p.returncode == 0, p.stderr
     res = json.loads((tmp_path / "c1" / "ceiling.json").read_text())
     # slurmctld's locks are far cheaper per job than the others' serial paths: on 512 nodes it
-    # still keeps the SLO where the search stops (4000x, ~140 jobs/s), and says so
-    others = {n: c for n, c in res["ceiling"].items() if n != "slurm"}
-    slurm = res["ceiling"]["slurm"]
-    assert (slurm["cap"], slurm["ceiling_churn_multiplier"], slurm["broke_at_churn_multiplier"]) == \
-        ("max_multiplier", 4000, None)
+    # still keeps the SLO where the search stops (4000x, ~140 jobs/s), and says so. So does Ray's
+    # GCS: measured on 500-5,000 fakelets it spends 2-7 ms a group (docs/fidelity.md, At scale), so
+    # at 4000x its twin is about a third busy (it was 70 us per node and attempt before issue 32)
+    capped = ("slurm", "ray")
+    others = {n: c for n, c in res["ceiling"].items() if n not in capped}
+    for name in capped:
+        c = res["ceiling"][name]
+        assert (c["cap"], c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]) == \
+            ("max_multiplier", 4000, None), (name, c)
     assert "(search cap: max_multiplier)" in p.stdout
     for name, c in others.items():
         assert c["cap"] is None, (name, c)

@@ -191,9 +191,13 @@ SCENARIO = {
                                           choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
             "gcs_base_ms": Field(NUM, PROFILE, lo=0),          # GCS scheduling work per group: fixed part
             "gcs_per_bundle_ms": Field(NUM, PROFILE, lo=0),    # ... per bundle
-            "gcs_per_bundle_sq_us": Field(NUM, PROFILE, lo=0),  # ... per bundle squared (bundle-to-bundle checks)
-            "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node considered
+            "gcs_per_bundle_sq_us": Field(NUM,
+                                          PROFILE, lo=0),  # ... per bundle squared, per node (k bundles on a node: k^2)
+            "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node, every attempt
+            "gcs_per_node_scored_ns": Field(NUM, PROFILE, lo=0),  # ... per alive node per scoring pass (GetBestNode)
             "commit_rtt_ms": Field(NUM, PROFILE, lo=0),        # one prepare or commit round to the raylets
+            "commit_per_node_ms": Field(NUM, PROFILE, lo=0),   # ... plus this per node called (they answer in turn)
+            "gcs_followup_ratio": Field(NUM, PROFILE, lo=0),   # a created group costs the GCS this x its attempt again
             "observe_ms": Field(NUM, PROFILE, lo=0),           # ready -> the driver's callback
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "retry_initial_s": Field(NUM, 0.1, lo=0,
