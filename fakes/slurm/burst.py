@@ -56,7 +56,8 @@ def align(fl: SlurmFleet, timeout_s: float = 75.0) -> dict[str, Any]:
     full = time.monotonic()
     fl.run(c.batch_argv("gs-align", 60, "--nodes=1", "--gres=gpu:1", "--time=5", "--hold"), check=False)
     time.sleep(1.2)
-    return {"full_pass_seen": time.monotonic() - full < timeout_s, "since_full_pass_s": round(time.monotonic() - full, 2)}
+    return {"full_pass_seen": time.monotonic() - full < timeout_s,
+            "since_full_pass_s": round(time.monotonic() - full, 2)}
 
 
 def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: float = 600) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def burst(fl: SlurmFleet, jobs: int, workers: int, sleep_s: float, timeout_s: fl
 
 def write_bench(b: dict[str, Any], out: Path, nodes: int, command: str) -> list[Path]:
     """The two figures, each in the issue-32 bench layout."""
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     paths = []
     figures = (("execute", "executed_per_s"),) if b["sleep_s"] == 0 else (("accept", "accepted_per_s"),
                                                                          ("start", "started_per_s"))

@@ -170,7 +170,7 @@ def clean(fl: SlurmFleet, timeout_s: float = 180) -> int:
 
 def measure(nodes: int, depths: list[int], run_dir: Path, args, command: str) -> dict[str, Any]:
     doc: dict[str, Any] = {"scheduler": "slurm", "nodes": nodes, "command": command,
-                           "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                           "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                            "load_avg": {"before": load()}, "slurm": _version(), "metrics": {}, "sim": {}}
     if run_dir.exists():
         shutil.rmtree(run_dir)

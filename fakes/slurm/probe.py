@@ -50,7 +50,7 @@ class Window:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def __enter__(self) -> "Window":
+    def __enter__(self) -> Window:
         self.load_before = load()
         self.cpu0 = cpu_s(self.fl.ctld.pid if self.fl.ctld else None)
         self.fl.run(["sdiag", "-r"], check=False)

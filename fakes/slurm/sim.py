@@ -16,9 +16,10 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
 - schedule() wakes the scheduling agent, which runs one cycle at a time, at least
   sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
   (main_cycle_per_job_us + main_cycle_per_job_node_ns x nodes) per job tested (select/cons_tres
-  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by priority (default_queue_depth jobs,
-  or all of it in a full pass), stops at the first job that cannot start (one partition) and once
-  max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
+  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by
+  priority (default_queue_depth jobs, or all of it in a full pass), stops at the first job that
+  cannot start (one partition) and once max_sched_time_s has passed (whole seconds, as time(NULL)
+  counts them).
 - Backfill runs bf_interval_s after the previous pass ended, when something changed since then.
   It costs bf_cycle_base_ms + (bf_cycle_per_job_us + bf_cycle_per_job_node_ns x nodes) per job
   tested and walks up to bf_max_job_test
@@ -45,8 +46,9 @@ import bisect
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -200,7 +202,8 @@ class SimSlurm(SlurmTraits, SimTarget):
             self._grant(t)
 
     def _rpc(self, t: float, name: str, done: Callable[[float], None]) -> None:
-        cost = submit_rpc_s(self.cfg, self.fleet.nodes) if name == "REQUEST_SUBMIT_BATCH_JOB" else self.cfg["rpc_ms"] / 1e3
+        cost = submit_rpc_s(self.cfg,
+                            self.fleet.nodes) if name == "REQUEST_SUBMIT_BATCH_JOB" else self.cfg["rpc_ms"] / 1e3
 
         def work(t0: float):
             def after(t1: float) -> None:

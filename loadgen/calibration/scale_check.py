@@ -71,7 +71,7 @@ def check(scheduler: str, scenario: str, nodes: int, duration_h: float, time_sca
                "main_cycles")
     doc = {"scheduler": scheduler, "nodes": nodes, "scenario": scenario, "duration_h": duration_h,
            "time_scale": time_scale, "profile": profile, "command": command,
-           "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "load_avg": loads,
+           "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "load_avg": loads,
            "metrics": {"runs": [{"admission_s": x["admission_s"], "alloc_util": x["alloc_util"], "jobs": x["jobs"],
                                  "control_plane": {k: x.get("control_plane", {}).get(k) for k in cp_keys}}
                                 for x in runs]},

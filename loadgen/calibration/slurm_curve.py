@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.input.profile import Param, Profile, dump, load as load_profile
+from loadgen.input.profile import Param, Profile, dump
+from loadgen.input.profile import load as load_profile
 from loadgen.input.scenario import from_dict
 from loadgen.model.registry import target_class
 
@@ -281,7 +282,8 @@ def write_profile(path: Path, base: Profile, vals: dict[str, float], fits: dict[
             f"bench-burst-execute-{agents_from}n.json): mean sdiag Agent count while jobs ran / agents started per "
             f"second (a batch launch per job started, a terminate per job completed)"
             + (f"; the other bursts give {others}" if others else ""),
-            f"python -m fakes.slurm.burst --nodes {agents_from} --jobs 1000 --sleep 0 --out results/fidelity-scale/slurm; "
+            f"python -m fakes.slurm.burst --nodes {agents_from} --jobs 1000 --sleep 0 --out "
+            "results/fidelity-scale/slurm; "
             + command)
     path.write_text(dump(prof))
 
