@@ -9,8 +9,11 @@ from support.simkit import job, sim
 
 # 1 ms per RPC; a main cycle costs 10 ms + 1 ms per job tested; backfill is free unless a test says;
 # a finished job's nodes come back at once. Every cost is set here, none taken from a profile.
-COSTS = {"observe_ms": 0, "release_ms": 0, "rpc_ms": 1, "main_cycle_base_ms": 10, "main_cycle_per_job_us": 1000,
-         "main_cycle_per_job_node_ns": 0, "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0}
+COSTS = {"observe_ms": 0, "release_ms": 0, "rpc_ms": 1, "rpc_per_node_us": 0, "main_cycle_base_ms": 10,
+         "main_cycle_per_pending_us": 0, "main_cycle_per_job_us": 1000, "main_cycle_per_job_node_ns": 0,
+         "main_cycle_per_fail_us": 1000, "main_cycle_per_fail_node_ns": 0, "main_cycle_per_skip_us": 0,
+         "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0,
+         "bf_cycle_per_start_us": 0, "bf_cycle_per_start_node_ns": 0, "agent_ms": 0}
 
 
 def slurm(jobs, nodes=16, end=3000.0, chaos=(), leaf_size=4, **over):
@@ -72,6 +75,49 @@ def test_queue_depth_limits_a_triggered_pass_and_the_full_pass_tests_everything(
     jobs = [job(i, 1, gpus=1, t=0.1 * (i + 1), dur=1000) for i in range(5)]
     _, rec, _ = slurm(jobs, default_queue_depth=2, bf_interval_s=3600)
     assert sorted(rec.admit) == pytest.approx([3.012] * 2 + [60.013] * 3)   # sched_interval 60 s
+
+
+def blocked_queue(t0=4.0, n=5):
+    # Job 0 takes all 4 nodes; jobs 1..n (4 nodes each) wait behind it, submitted from t0.
+    return [job(0, 4, t=0, dur=1000)] + [job(1 + i, 4, t=t0 + 0.1 * i, dur=100) for i in range(n)]
+
+
+def test_a_blocked_cycle_still_pops_the_jobs_below_and_sdiag_counts_them_in_its_depth():
+    # The pass at t=3 starts job 0: 10 ms + 2 ms for its one pending job + 1 ms test. The pass at 6
+    # builds a queue of five (10 + 5 x 2 ms), tests job 1 (1 ms), which cannot start, then pops
+    # jobs 2-5 at 100 ms each (schedule() skips them, its depth counts them): 0.421 s in all.
+    # A submission at 6.2 waits for it.
+    over = {"main_cycle_per_pending_us": 2000, "main_cycle_per_skip_us": 100_000, "bf_interval_s": 3600}
+    t, rec, events = slurm(blocked_queue() + [job(9, 1, gpus=1, t=6.2, dur=100)], nodes=4, **over)
+    assert rec.admit[0] == pytest.approx(3.013)
+    assert at(events, 9, Kind.SUBMITTED) == [pytest.approx(6.422)]
+    assert t.main_cycles[:2] == [(pytest.approx(0.013), 1, 1), (pytest.approx(0.421), 1, 5)]
+
+
+def test_max_sched_time_also_ends_the_walk_past_a_blocked_partition():
+    # 1 s per job popped: the walk starts at 6.021 and may begin steps until time(NULL) reads 8
+    # (max_sched_time 2 s), so it pops two jobs; depth 3.
+    over = {"main_cycle_per_pending_us": 2000, "main_cycle_per_skip_us": 1_000_000, "bf_interval_s": 3600}
+    t, _, _ = slurm(blocked_queue(), nodes=4, **over)
+    assert t.main_cycles[1] == (pytest.approx(2.021), 1, 3)
+
+
+def test_the_submit_rpc_tests_every_node_and_the_completion_rpc_does_not():
+    # 1 ms + 16 nodes x 1 ms for sbatch; a job's completion RPC keeps rpc_ms (1 ms).
+    t, rec, events = slurm([job(0, 1, gpus=1, t=10.2, dur=5)], rpc_per_node_us=1000)
+    assert at(events, 0, Kind.SUBMITTED) == [pytest.approx(10.217)]
+    assert t.rpcs["REQUEST_COMPLETE_BATCH_SCRIPT"] == [pytest.approx(0.001)]
+
+
+def test_with_more_than_50_agents_alive_a_job_end_waits_for_the_background_pass():
+    # 64 one-GPU jobs start at 3.074 (64 batch launches); job 0 ends at 13.074 and job 100 waits
+    # for its GPU. Its epilog asks for a cycle at once (13.075 + 11 ms) unless more than 50 agents
+    # are alive (agent_ms 100 s here): then the background tick at 14 runs it.
+    jobs = [job(i, 1, gpus=1, t=0.5, dur=10 if i == 0 else 1000) for i in range(64)] + [job(100, 1, gpus=1, t=5.0)]
+    _, rec, _ = slurm(jobs, nodes=8)
+    assert rec.admit[0] == pytest.approx(3.074) and rec.admit[64] == pytest.approx(13.086)
+    _, rec, _ = slurm(jobs, nodes=8, agent_ms=100_000)
+    assert rec.admit[64] == pytest.approx(14.011)
 
 
 def blocked_small_jobs():

@@ -16,6 +16,9 @@ def parse_sdiag(text: str) -> dict[str, Any]:
         ("top", "Jobs started"): "jobs_started",
         ("top", "Jobs completed"): "jobs_completed",
         ("top", "Jobs failed"): "jobs_failed",
+        ("top", "Jobs canceled"): "jobs_canceled",
+        ("top", "Agent count"): "agent_count",
+        ("top", "Agent thread count"): "agent_thread_count",
         ("top", "Jobs pending"): "jobs_pending",
         ("top", "Jobs running"): "jobs_running",
         ("main", "Last cycle"): "main_last_cycle_us",
@@ -31,6 +34,11 @@ def parse_sdiag(text: str) -> dict[str, Any]:
         ("bf", "Max cycle"): "bf_max_cycle_us",
         ("bf", "Mean cycle"): "bf_mean_cycle_us",
         ("bf", "Last depth cycle"): "bf_last_depth",
+        ("bf", "Last depth cycle (try sched)"): "bf_last_depth_try",
+        ("bf", "Depth Mean"): "bf_mean_depth",
+        ("bf", "Depth Mean (try depth)"): "bf_mean_depth_try",
+        ("bf", "Queue length mean"): "bf_mean_queue_length",
+        ("bf", "Last table size"): "bf_last_table_size",
         ("bf", "Last queue length"): "bf_last_queue_length",
     }
     rpc_section = False

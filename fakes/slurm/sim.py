@@ -10,13 +10,16 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
   RPC queues the job and bumps job_sched_cnt. The background thread wakes every background_tick_s
   and calls schedule() when now - last_sched_time >= batch_sched_delay_s and job_sched_cnt > 0,
   plus a full-queue pass every sched_interval_s. The end of a job (its epilog completing) calls
-  schedule() directly; node changes and requeues only bump job_sched_cnt.
+  schedule() directly, unless more than LOTS_OF_AGENTS_CNT (50) agents are alive (each job's batch
+  launch and each job's terminate message is one, alive agent_ms): then it only bumps
+  job_sched_cnt, as node changes and requeues do.
 - schedule() wakes the scheduling agent, which runs one cycle at a time, at least
   sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
   (main_cycle_per_job_us + main_cycle_per_job_node_ns x nodes) per job tested (select/cons_tres
-  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by priority (default_queue_depth jobs,
-  or all of it in a full pass), stops at the first job that cannot start (one partition) and once
-  max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
+  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by
+  priority (default_queue_depth jobs, or all of it in a full pass), stops at the first job that
+  cannot start (one partition) and once max_sched_time_s has passed (whole seconds, as time(NULL)
+  counts them).
 - Backfill runs bf_interval_s after the previous pass ended, when something changed since then.
   It costs bf_cycle_base_ms + (bf_cycle_per_job_us + bf_cycle_per_job_node_ns x nodes) per job
   tested and walks up to bf_max_job_test
@@ -40,10 +43,12 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,11 +58,59 @@ from loadgen.model.events import Kind
 from loadgen.model.target import TargetContext
 
 Work = Callable[..., "tuple[float, Callable[[float], None] | None]"]
+LOTS_OF_AGENTS_CNT = 50     # src/slurmctld/agent.h: above this many agents an epilog defers to the background pass
 
 
 def _whole_s(t0: float, t1: float) -> int:
     """Seconds between two instants as difftime() of two time(NULL) readings counts them."""
     return math.floor(t1) - math.floor(t0)
+
+
+def _walk(n: int, per: float, room: float) -> int:
+    """How many of n steps of `per` seconds each start before `room` seconds are used up."""
+    if n <= 0 or room <= 0:
+        return 0
+    return n if per <= 0 else min(n, math.ceil(room / per - 1e-12))
+
+
+class MainCosts(NamedTuple):
+    """A main cycle's costs in seconds (schedule(), job_scheduler.c)."""
+    base: float         # fixed
+    pending: float      # per pending job: build_job_queue walks them and sorts the queue
+    start: float        # per job started: select_nodes picks its nodes over every node, then the launch
+    fail: float         # per job tested that cannot start: select_nodes over every node, no allocation
+    skip: float         # per job popped after its partition failed (counted in sdiag's depth)
+
+    def cycle(self, pending: int, started: int, failed: int, skipped: int) -> float:
+        return self.base + self.pending * pending + self.start * started + self.fail * failed + self.skip * skipped
+
+
+class BackfillCosts(NamedTuple):
+    """A backfill pass's lock-held costs in seconds (_attempt_backfill, backfill.c)."""
+    base: float         # fixed: the node-space map, the sort
+    test: float         # per job tested (_try_sched over every node, its reservation)
+    start: float        # per job started, on top of its test (select_nodes again, the launch)
+
+    def cycle(self, tested: int, started: int) -> float:
+        return self.base + self.test * tested + self.start * started
+
+
+def main_cycle_costs(c: dict, nodes: int) -> MainCosts:
+    return MainCosts(c["main_cycle_base_ms"] / 1e3, c["main_cycle_per_pending_us"] / 1e6,
+                     c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * nodes / 1e9,
+                     c["main_cycle_per_fail_us"] / 1e6 + c["main_cycle_per_fail_node_ns"] * nodes / 1e9,
+                     c["main_cycle_per_skip_us"] / 1e6)
+
+
+def bf_cycle_costs(c: dict, nodes: int) -> BackfillCosts:
+    return BackfillCosts(c["bf_cycle_base_ms"] / 1e3,
+                         c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * nodes / 1e9,
+                         c["bf_cycle_per_start_us"] / 1e6 + c["bf_cycle_per_start_node_ns"] * nodes / 1e9)
+
+
+def submit_rpc_s(c: dict, nodes: int) -> float:
+    """slurmctld's work for one sbatch: job_allocate tests the job against every node (test_only)."""
+    return c["rpc_ms"] / 1e3 + c["rpc_per_node_us"] * nodes / 1e6
 
 
 @dataclass(eq=False)
@@ -76,6 +129,10 @@ class _BackfillPass:
 class SimSlurm(SlurmTraits, SimTarget):
     name = "slurm"
     restart_whole_gang = True        # --requeue: the whole job goes back to the queue
+    # the cost model, for comparisons with measured cycles (loadgen/calibration/slurm_curve.py)
+    main_costs = staticmethod(main_cycle_costs)
+    bf_costs = staticmethod(bf_cycle_costs)
+    submit_rpc_s = staticmethod(submit_rpc_s)
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
@@ -110,8 +167,9 @@ class SimSlurm(SlurmTraits, SimTarget):
         self.bf: _BackfillPass | None = None
         self.last_update = 0.0          # last job or node change (last_job_update / last_node_update)
         self._ending = False
+        self.agents: list[float] = []   # when each live agent (launch, terminate) ends: a heap
         # what sdiag would show
-        self.main_cycles: list[tuple[float, int]] = []      # (lock-held s, jobs tested)
+        self.main_cycles: list[tuple[float, int, int]] = []  # (lock-held s, jobs tested, depth as sdiag counts)
         self.bf_cycles: list[tuple[float, int]] = []
         self.rpcs: dict[str, list[float]] = {"REQUEST_SUBMIT_BATCH_JOB": [], "REQUEST_COMPLETE_BATCH_SCRIPT": []}
         self.leaves_used: list[int] = []
@@ -144,11 +202,14 @@ class SimSlurm(SlurmTraits, SimTarget):
             self._grant(t)
 
     def _rpc(self, t: float, name: str, done: Callable[[float], None]) -> None:
+        cost = submit_rpc_s(self.cfg,
+                            self.fleet.nodes) if name == "REQUEST_SUBMIT_BATCH_JOB" else self.cfg["rpc_ms"] / 1e3
+
         def work(t0: float):
             def after(t1: float) -> None:
                 self.rpcs[name].append(t1 - t)          # sdiag's RPC time includes the wait for locks
                 done(t1)
-            return self.cfg["rpc_ms"] / 1e3, after
+            return cost, after
         self._lock(t, work)
 
     def _touch(self, t: float) -> None:
@@ -197,12 +258,26 @@ class SimSlurm(SlurmTraits, SimTarget):
             self.usage[js.job.tenant] = self.usage.get(js.job.tenant, 0.0) + runtime * js.job.gpus
         self._drop_node_ends(js.job.id)
         self._ending = True
+        self._agent_born(t)             # REQUEST_TERMINATE_JOB to the job's nodes
         # The completion RPC, then the epilog-complete message calls schedule() (proc_req.c).
         self._rpc(t, "REQUEST_COMPLETE_BATCH_SCRIPT", self._epilog_complete)
 
     def _epilog_complete(self, t: float) -> None:
         self._touch(t)
-        self._schedule(t)
+        if self._agents_alive(t) > LOTS_OF_AGENTS_CNT:
+            self._queue_job_scheduler(t)     # LOTS_OF_AGENTS: the next background pass instead
+        else:
+            self._schedule(t)
+
+    # --- slurmctld's agents: one per batch launch and per job's terminate message -----------------
+    def _agent_born(self, t: float) -> None:
+        if self.cfg["agent_ms"] > 0:
+            heapq.heappush(self.agents, t + self.cfg["agent_ms"] / 1e3)
+
+    def _agents_alive(self, t: float) -> int:
+        while self.agents and self.agents[0] <= t:
+            heapq.heappop(self.agents)
+        return len(self.agents)
 
     def _on_release(self, t: float) -> None:
         if self._ending:                # a job end: its epilog already asks for a cycle
@@ -263,21 +338,28 @@ class SimSlurm(SlurmTraits, SimTarget):
 
     def _main(self, t: float, full: bool):
         c = self.cfg
-        per = c["main_cycle_per_job_us"] / 1e6 + c["main_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
-        work = c["main_cycle_base_ms"] / 1e3
-        depth = len(self.pending) if full else c["default_queue_depth"]
+        cost = main_cycle_costs(c, self.fleet.nodes)
+        work = cost.base + cost.pending * len(self.pending)
+        order = self._order(t, len(self.pending) if full else c["default_queue_depth"])
         launched: list = []
         tested = 0
-        for js in self._order(t, depth):
+        blocked = False
+        for js in order:
             if _whole_s(t, t + work) >= c["max_sched_time_s"]:
                 break
-            work += per
             tested += 1
-            nodes = self._place(js, t + work, None)
+            nodes = self._place(js, t + work + cost.start, None)
             if nodes is None:
-                break          # the partition is blocked for everyone below this job
+                work += cost.fail
+                blocked = True          # the partition is blocked for everyone below this job
+                break
+            work += cost.start
             launched.append(self._launch(js, nodes, t + work, "main"))
-        self.main_cycles.append((work, tested))
+        skipped = 0
+        if blocked:                     # ... but schedule() still pops them, within depth and time
+            skipped = _walk(len(order) - tested, cost.skip, math.floor(t) + c["max_sched_time_s"] - (t + work))
+            work += skipped * cost.skip
+        self.main_cycles.append((work, tested, tested + skipped))
 
         def after(tr: float) -> None:
             self._started(tr, launched)
@@ -385,6 +467,7 @@ class SimSlurm(SlurmTraits, SimTarget):
         for js, n, token in launched:
             if token == js.run_token and not js.done:     # not lost while the cycle held the locks
                 js.extra["started_at"] = t
+                self._agent_born(t)                       # the batch launch
                 self._bind(js, t, n)
         if launched:
             self._touch(t)
@@ -410,12 +493,12 @@ class SimSlurm(SlurmTraits, SimTarget):
         c, bp = self.cfg, self.bf
         if bp.stretches and self.last_update > bp.yielded_at:
             return 0.0, self._bf_done   # a job or node changed while the locks were yielded
-        per = c["bf_cycle_per_job_us"] / 1e6 + c["bf_cycle_per_job_node_ns"] * self.fleet.nodes / 1e9
+        cost = bf_cycle_costs(c, self.fleet.nodes)
         res = float(c["bf_resolution_s"])
         window = c["bf_window_min"] * 60.0
         seg = 0.0
         if not bp.stretches:            # the base cost: the job queue and the node-space map
-            bp.start, seg = t, c["bf_cycle_base_ms"] / 1e3
+            bp.start, seg = t, cost.base
             bp.order = self._order(t, c["bf_max_job_test"])
             bp.reserved_from = np.full(self.fleet.nodes, np.inf)
         bp.stretches += 1
@@ -432,13 +515,15 @@ class SimSlurm(SlurmTraits, SimTarget):
             bp.idx += 1
             if js.job.id not in self.pending:
                 continue                # started or lost meanwhile
-            seg += per
-            now += per
+            seg += cost.test
+            now += cost.test
             bp.tested += 1
             limit = self._limit(js)
             blocked = bp.reserved_from < now + limit       # would run into a higher job's reservation
             nodes = self._place(js, now, blocked)
             if nodes is not None:
+                seg += cost.start
+                now += cost.start
                 launched.append(self._launch(js, nodes, now, "backfill"))
                 bp.started += 1
                 if c["bf_max_job_start"] and bp.started >= c["bf_max_job_start"]:
@@ -480,16 +565,19 @@ class SimSlurm(SlurmTraits, SimTarget):
         return {"pending_jobs": len(self.pending)}
 
     def control_plane(self) -> dict:
-        def cycles(rows: list[tuple[float, int]], prefix: str) -> dict:
-            a = np.array(rows) if rows else np.zeros((1, 2))
-            return {f"{prefix}_cycles": len(rows), f"{prefix}_mean_cycle_us": int(a[:, 0].mean() * 1e6),
-                    f"{prefix}_max_cycle_us": int(a[:, 0].max() * 1e6),
-                    f"{prefix}_mean_depth": round(float(a[:, 1].mean()), 2)}
+        def cycles(rows: list[tuple], prefix: str, width: int) -> dict:
+            a = np.array(rows) if rows else np.zeros((1, width))
+            out = {f"{prefix}_cycles": len(rows), f"{prefix}_mean_cycle_us": int(a[:, 0].mean() * 1e6),
+                   f"{prefix}_max_cycle_us": int(a[:, 0].max() * 1e6),
+                   f"{prefix}_mean_depth": round(float(a[:, -1].mean()), 2)}
+            if a.shape[1] == 3:         # the main cycle: jobs tested, and the depth as sdiag counts it
+                out[f"{prefix}_mean_tested"] = round(float(a[:, 1].mean()), 2)
+            return out
         lu = np.array(self.leaves_used) if self.leaves_used else np.zeros(1)
         rpc = {k: {"count": len(v), "ave_time": int(np.mean(v) * 1e6) if v else 0,
                    "total_time": int(np.sum(v) * 1e6)} for k, v in self.rpcs.items()}
-        return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main"),
-                **cycles(self.bf_cycles, "bf"), "bf_backfilled_jobs": self.started_by["backfill"],
+        return {**super().control_plane(), "rpc": rpc, **cycles(self.main_cycles, "main", 3),
+                **cycles(self.bf_cycles, "bf", 2), "bf_backfilled_jobs": self.started_by["backfill"],
                 "jobs_started_by": dict(self.started_by), "leaves_per_job_mean": round(float(lu.mean()), 4),
                 "lock_busy_s": {k: round(v, 6) for k, v in self.lock_busy_s.items()},
                 "busy_s": {"slurmctld-locks": round(sum(self.lock_busy_s.values()), 6)}}

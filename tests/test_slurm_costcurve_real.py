@@ -1,0 +1,51 @@
+"""Slurm's cost curve at CI scale: the measurement runs end to end on a real slurmctld (32 slurmd),
+sdiag counts depth as the twin now does, and the twin's cost model prices the measured cycles
+within a wide band. The curve at 500-10,000 nodes is a benchmark (`make fidelity-scale-slurm`)."""
+import json
+
+import pytest
+
+from fakes.slurm.costcurve import main as costcurve
+from fakes.slurm.fleet import SlurmMissing, require_slurm
+from loadgen.calibration import slurm_curve
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+BAND = (1 / 3, 3.0)        # 32 nodes, 2 loaded cores: cycles of a fraction of a millisecond move a lot
+
+
+@pytest.fixture(scope="module")
+def curve(tmp_path_factory):
+    try:
+        require_slurm()
+    except SlurmMissing as e:
+        pytest.skip(str(e))
+    out = tmp_path_factory.mktemp("curve")
+    assert costcurve(["--sizes", "32", "--depths", "5,20", "--idle", "3", "--settle", "20", "--out", str(out),
+                      "--run-dir", str(tmp_path_factory.mktemp("run"))]) == 0
+    return json.loads((out / "curve-32n.json").read_text()), out
+
+
+def test_the_curve_file_holds_the_issue_layout_and_left_no_process(curve):
+    doc, _ = curve
+    assert {"scheduler", "nodes", "command", "started", "load_avg", "metrics", "sim"} <= set(doc)
+    assert doc["left_processes"] == 0 and doc["metrics"]["fill"]["running"] == 8
+    assert doc["metrics"]["submit_rpc"]["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]["count"] == 60
+
+
+def test_a_blocked_main_cycle_counts_every_pending_job_in_its_depth_and_backfill_tests_them_all(curve):
+    doc, _ = curve
+    for w, depth in zip(doc["metrics"]["blocked"], (5, 20)):
+        assert w["pending"] == depth
+        assert w["main"]["main_mean_depth"] == depth        # one test fails, schedule() pops the rest
+        assert w["bf"]["bf_last_depth_try"] == depth
+    assert doc["metrics"]["start"]["still_pending"] == 0
+
+
+def test_the_twin_prices_the_measured_cycles_within_a_band(curve):
+    doc, out = curve
+    cfg = slurm_curve.twin_config(slurm_curve.load_profile("local"))
+    rows = slurm_curve.compare(slurm_curve.load_curves(out), cfg, set())
+    kinds = {r["figure"].split(",")[0] for r in rows}
+    assert {"submit RPC (sdiag REQUEST_SUBMIT_BATCH_JOB mean)", "main cycle", "backfill pass"} <= kinds
+    off = [(r["figure"], r["ratio"]) for r in rows if not BAND[0] <= r["ratio"] <= BAND[1]]
+    assert not off, off
