@@ -3,7 +3,6 @@ intervals and three non-zero budgets (issue 27; the evidence for its load is doc
 import re
 
 from loadgen.input.scenario import load
-
 from support.paths import ROOT
 
 DEFAULT = ROOT / "scenarios" / "baseline-3x.yaml"
