@@ -23,7 +23,8 @@ def test_the_default_scenario_gives_all_three_budgets_in_a_small_run(tmp_path):
     image, rdv = sc.data["startup"]["image"], sc.data["startup"]["rendezvous"]
     assert image["image_gb"] > 0 and image["container_start_s"] > 0 and rdv["base_s"] > 0
     small = sc.with_overrides(**{"fleet.nodes": 500, "duration_h": 1.0, "drain_h": 1.0, "warmup_h": 0})
-    out = run(small, RunOptions(schedulers=sc.data["schedulers_enabled"], out_dir=tmp_path / "run", results_root=tmp_path, report=False, jobs_csv=False))
+    out = run(small, RunOptions(schedulers=sc.data["schedulers_enabled"], out_dir=tmp_path / "run",
+                                results_root=tmp_path, report=False, jobs_csv=False))
     assert list(out["schedulers"]) == ["kube", "volcano", "ray", "slurm"]
     for name, s in out["schedulers"].items():
         b = s["budgets"]

@@ -36,7 +36,8 @@ def _cost(s):
 
 
 CLAIMS = {
-    "admission p50: kube < ray < slurm < volcano": lambda d: _order(d, _adm("p50")) == ["kube", "ray", "slurm", "volcano"],
+    "admission p50: kube < ray < slurm < volcano":
+        lambda d: _order(d, _adm("p50")) == ["kube", "ray", "slurm", "volcano"],
     "admission p99: ray lowest": lambda d: _order(d, _adm("p99"))[0] == "ray",
     "admission p99.9: kube highest": lambda d: _order(d, _adm("p999"))[-1] == "kube",
     "partial-gang GPU-h: kube only": lambda d: d["kube"]["partial_gang_gpu_hours"] > 0
@@ -56,10 +57,11 @@ def main(run: Path) -> None:
     missed: dict[str, list[str]] = {c: [] for c in CLAIMS}
     for p in seeds:
         d = json.loads((p / "summary.json").read_text())["schedulers"]
-        def q(k: str) -> str:
+        def q(k: str, d=d) -> str:
             return " / ".join(_num(d[s]["admission_s"][k]) for s in NAMES)
         cost = " / ".join(f"{_cost(d[s]) / 1000:,.0f}" for s in NAMES)
-        print(f"| {p.name} | {q('p50')} | {q('p99')} | {q('p999')} | {d['kube']['partial_gang_gpu_hours']:,.1f} | {cost} |")
+        print(f"| {p.name} | {q('p50')} | {q('p99')} | {q('p999')} | {d['kube']['partial_gang_gpu_hours']:,.1f} "
+              f"| {cost} |")
         for claim, holds in CLAIMS.items():
             if not holds(d):
                 missed[claim].append(p.name)
