@@ -4,6 +4,9 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 SCENARIO ?= scenarios/baseline-3x.yaml
+# `make run` repeats the scenario over this many seeds (its seed and the next ones) and prints each
+# figure as a median [interval] with the paired tests (docs/seeds.md); SEEDS=1 is one ordinary run.
+SEEDS   ?= 10
 
 # Backend make fragments (Slurm packages, Go binaries, ...) add to TEST_DEPS and define targets.
 TEST_DEPS :=
@@ -24,7 +27,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)
-	$(BIN)/gangstorm run $(SCENARIO)
+	$(BIN)/gangstorm run $(SCENARIO) --seeds $(SEEDS)
 
 # The rule set is in pyproject.toml ([tool.ruff.lint]); `make test` lints first, so CI fails on a finding.
 lint: $(STAMP)
