@@ -82,6 +82,10 @@ class Progress:
             self._line(f"gangstorm: sweep {self.spec}: {total} cells{again} -> {out}/ "
                        f"(resume with the same --out {out})")
             return
+        if kind == "connected":
+            msg = detail[0]
+            self._line(f"  Ray cluster: {msg.get('cpus', 0):g} CPUs on {msg.get('nodes')} nodes (a cell a CPU)")
+            return
         if kind not in ("done", "stopped"):
             return
         self.finished += 1

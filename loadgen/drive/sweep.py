@@ -43,6 +43,9 @@ class Local:
     def label(self) -> str:
         return "local"
 
+    def check(self) -> None:
+        """Nothing to reach before the folder is written."""
+
     def run(self, cells: list[Cell], store: SweepStore, on_event: Event) -> None:
         by_index = {c.index: c for c in cells}
 
@@ -61,6 +64,7 @@ def default_jobs() -> int:
 def run_sweep(sweep: Sweep, out: str | Path, executor, progress: Event | None = None) -> dict:
     """Run (or resume) the sweep into `out`; returns its summary.json content with "_dir"."""
     t0, started = time.monotonic(), time.time()
+    executor.check()                    # an executor that cannot run is refused before anything is written
     keys = [c.key() for c in sweep.cells]
     doc = {"sweep": sweep.name, "description": sweep.description, "spec": sweep.path, "created": utc(started),
            "backend": BACKEND, "axes": sweep.axes, "set": sweep.set, "cells": sweep.identity()["cells"]}
@@ -90,6 +94,8 @@ def run_sweep(sweep: Sweep, out: str | Path, executor, progress: Event | None = 
             else:
                 store.mark(index, "failed", error=(outcome.message.strip().splitlines() or [outcome.status])[-1][:500])
         else:
+            if progress:
+                progress(kind, index, *detail)
             return
         store.write_index()
         if progress:

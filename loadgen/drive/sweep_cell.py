@@ -74,7 +74,7 @@ def run_archived(cell: Cell, executor: str) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="gangstorm-cell-"))
     try:
         t0 = time.monotonic()
-        record = produce(cell, tmp / cell.name, executor)
+        record = produce(cell, tmp / cell.name, f"{executor} node {_ray_node()}")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             tar.add(tmp / cell.name, arcname=cell.name)
@@ -82,6 +82,12 @@ def run_archived(cell: Cell, executor: str) -> dict:
                 "code": code_fingerprint(), "wall_s": round(time.monotonic() - t0, 3)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ray_node() -> str:
+    """The Ray node this task runs on (called only inside a Ray worker, where ray is imported)."""
+    import ray
+    return ray.get_runtime_context().get_node_id()[:12]
 
 
 def place(archive: bytes, name: str, final: Path) -> None:

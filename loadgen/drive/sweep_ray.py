@@ -77,7 +77,6 @@ class Ray:
         if not cells:
             return
         from loadgen.drive.sweep_cell import code_fingerprint
-        self._reachable()
         loop = is_loopback(self.address)
         env = {**os.environ, **RAY_ENV, **(LOOPBACK_ENV if loop else {}),
                "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -87,7 +86,7 @@ class Ray:
                                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
         by_index = {c.index: c for c in cells}
-        job = {"address": self.address, "node_ip": "127.0.0.1" if loop else None, "cells_dir": str(store.cells_dir),
+        job = {"address": self.address, "node_ip": "127.0.0.1" if loop else None, "cells_dir": str(store.cells_dir.resolve()),
                "executor": self.label(), "code": code_fingerprint(),
                "cells": base64.b64encode(pickle.dumps(cells)).decode()}
         failed: Outcome | None = None
@@ -100,7 +99,9 @@ class Ray:
                 if msg is None:
                     continue
                 ev = msg.get("ev")
-                if ev == "done":
+                if ev == "hello":
+                    on_event("connected", -1, msg)
+                elif ev == "done":
                     on_event("done", msg["cell"], Outcome(msg["cell"], "done", "", msg.get("wall_s") or 0.0))
                 elif ev == "failed":
                     failed = Outcome(msg["cell"], msg.get("status") or "crash", msg.get("message") or "")
@@ -124,7 +125,8 @@ class Ray:
                 raise BackendError(f"cell {failed.seed}: {failed.message}")
             raise RuntimeError(f"cell {failed.seed} failed on Ray:\n{failed.message}")
 
-    def _reachable(self) -> None:
+    def check(self) -> None:
+        """The GCS answers at the address (a connect, no Ray client)."""
         host, _, port = self.address.rpartition(":")
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()

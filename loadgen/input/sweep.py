@@ -188,12 +188,18 @@ def _set(value: Any, axes: dict, src: str) -> dict[str, Any]:
         raise SweepError(src, "set", f"expected a mapping of dotted scenario keys to values, got {type(value).__name__}")
     varied = {key: axis for axis, (key, _) in AXES.items() if key and axes[axis] is not None}
     for key in value:
+        if not isinstance(key, str):
+            raise SweepError(src, "set", f"expected dotted scenario keys, got {type(key).__name__} {key!r}")
         if key in varied or any(key.startswith(k + ".") for k in varied):
-            raise SweepError(src, f"set.{names.shown(key)}", f"the {varied.get(key, key)} axis varies it already; "
+            raise SweepError(src, f"set.{_dotted(key)}", f"the {varied.get(key, key)} axis varies it already; "
                              "give its values there")
         if key == "name":
             raise SweepError(src, "set.name", "a cell keeps its scenario's name (name the sweep with the top-level name:)")
     return dict(value)
+
+
+def _dotted(key: str) -> str:
+    return ".".join(names.shown(part) for part in key.split("."))
 
 
 def _profile(text: str, base: Path, src: str, i: int):
@@ -224,7 +230,7 @@ def _built(raw: dict, path: str, prof, nodes, churn, given: dict, src: str, at: 
     """The scenario with the cell's values in place; a value the scenario refuses names the axis."""
     si, ni, ci = at
     overrides = dict(given)
-    flags = {key: f"{src}: set.{key}" for key in given}
+    flags = {key: f"{src}: set.{_dotted(key)}" for key in given}
     for axis, value, i in (("nodes", nodes, ni), ("churn", churn, ci)):
         if value is not None:
             overrides[AXES[axis][0]] = value
