@@ -18,8 +18,8 @@ anchors: $(STAMP)
 # Fidelity at scale (issue 32): each scheduler's real cost curve at 500-10,000 nodes and its own
 # benchmark replicated here, as JSON evidence under results/fidelity-scale/<scheduler>/. Benchmarks,
 # never part of `make test`; each start real components (set CPU_LOCK=/path to serialize them).
-.PHONY: fidelity-scale fidelity-scale-kube
-fidelity-scale: fidelity-scale-kube
+.PHONY: fidelity-scale fidelity-scale-kube fidelity-scale-ray
+fidelity-scale: fidelity-scale-kube fidelity-scale-ray
 
 # kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
 # minutes on 2 cores), then the twin's figures for the same workloads.
@@ -27,3 +27,28 @@ fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500,2000,5000,10000 --perf \
 	  --out results/fidelity-scale/kube
 	$(BIN)/python -m loadgen.calibration.kube_curve --dir results/fidelity-scale/kube
+
+# Ray (about 30 minutes on 2 cores): the real GCS's cost against nodes on fakelets, Ray's placement-group
+# release test on 5 raylets (with and without the GCS's statistics printing) and on 5 fakelets; then
+# the measured costs into the local profile (its lags re-fitted on the kept calibration runs, no
+# backend), the reference profile's Ray costs by measured ratios, the twin's values into the curve
+# files, the held-out burst on 2,000 (twice) and 5,000 fakelets against its twin, and the local anchors.
+# Each step that starts real components takes CPU_LOCK when set.
+RAY_LOCK = $(if $(CPU_LOCK),flock $(CPU_LOCK))
+fidelity-scale-ray: ray-deps
+	$(RAY_LOCK) $(BIN)/python -m fakes.ray.costcurve --sizes 500,2000,5000,10000 --bundles 1,4,16,64 --groups 30 \
+	  --out results/fidelity-scale/ray
+	$(RAY_LOCK) $(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 --out results/fidelity-scale/ray
+	$(RAY_LOCK) $(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 3 --add --out results/fidelity-scale/ray
+	$(RAY_LOCK) $(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --gcs-stats --out results/fidelity-scale/ray
+	$(RAY_LOCK) $(BIN)/python -m fakes.ray.pgperf --bundles 1,10,20,40 --repeat 1 --kind fakelet --out results/fidelity-scale/ray
+	rm -rf results/fidelity-scale/ray/heldout-2000n results/fidelity-scale/ray/heldout-5000n
+	$(BIN)/python -m loadgen.calibration.raycurve --write-profile fakes/profiles/local.yaml --write
+	$(BIN)/gangstorm calibrate --schedulers ray --profile local --write-profile fakes/profiles/local.yaml \
+	  --out results/calibration
+	$(BIN)/gangstorm calibrate --anchors --schedulers ray --profile local --write-profile fakes/profiles/reference.yaml
+	$(RAY_LOCK) $(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 2000 --repeat 2 \
+	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-2000n
+	$(RAY_LOCK) $(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 5000 \
+	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-5000n
+	$(BIN)/gangstorm profile anchors local --schedulers ray

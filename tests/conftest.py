@@ -5,7 +5,12 @@ import pytest
 
 pytest.register_assert_rewrite("support")
 
-from support.paths import ROOT  # noqa: E402 (after the rewrite hook, so support's asserts explain themselves)
+# After the rewrite hook, so support's asserts explain themselves. The fixtures kept with their helpers in
+# tests/support/ are offered here to every test by name (a test module importing one would shadow it).
+from support.browser import chromium  # noqa: E402, F401
+from support.kube import bins  # noqa: E402, F401
+from support.locust_process import run_locust  # noqa: E402, F401
+from support.paths import ROOT  # noqa: E402
 
 
 def pytest_configure(config):

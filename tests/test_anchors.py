@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.calibration.anchors import ANCHORS, _job, sampled_throughput, table, throughput
+from loadgen.calibration.anchors import _job, sampled_throughput, table, throughput
 from loadgen.input.profile import load
 from loadgen.measure.recorder import Recorder
 

@@ -49,7 +49,8 @@ CASES = {
                                "{dir}/s.yaml: startup.rendezvous.restart.kube: expected one of in-place, requeue, "
                                "got 'sometimes'"),
     "metrics-port-on-sim": (run("--metrics-port", "9100"),
-                            "--metrics-port: only with --backend real (a simulated run takes seconds: read summary.json)"),
+                            "--metrics-port: only with --backend real (a simulated run takes seconds: read "
+                            "summary.json)"),
     "inf-evictions": (run(scenario=SMALL + b"chaos: [{kind: evictions, rate_per_h: .inf}]\n"),
                       "{dir}/s.yaml: chaos[0].rate_per_h: expected a finite number, got inf"),
     "huge-evictions": (run(scenario=SMALL + b"chaos: [{kind: evictions, rate_per_h: 1.0e+11}]\n"),
@@ -93,21 +94,26 @@ CASES = {
     "trace-with-churn": (run("--trace", "{dir}/t.jsonl", "--churn", "2", files={"t.jsonl": TRACE_HEAD + job()}),
                          "--churn: not used with a JSONL --trace (it replays its recorded submit times; export it "
                          "again with --churn)"),
-    "seeds-zero": (run("--seeds", "0"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or a "
+    "seeds-zero": (run("--seeds", "0"),
+                   "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or a "
                                         "comma-separated list of distinct seeds (integers >= 0), got '0'"),
-    "seeds-negative": (run("--seeds=-3"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or "
+    "seeds-negative": (run("--seeds=-3"),
+                       "--seeds: expected a count 1 to 60 (the scenario's seed and the next ones) or "
                                           "a comma-separated list of distinct seeds (integers >= 0), got '-3'"),
-    "seeds-not-integer": (run("--seeds", "2,3.5"), "--seeds: expected a count 1 to 60 (the scenario's seed and the next "
+    "seeds-not-integer": (run("--seeds", "2,3.5"),
+                          "--seeds: expected a count 1 to 60 (the scenario's seed and the next "
                                                    "ones) or a comma-separated list of distinct seeds (integers >= 0), "
                                                    "got '2,3.5'"),
     "seeds-twice": (run("--seeds", "1,3,3"), "--seeds: expected each seed once, got 3 twice in '1,3,3'"),
-    "seeds-over-cap": (run("--seeds", "500"), "--seeds: expected at most 60 seeds (the exact rank tests' limit), got 500"),
+    "seeds-over-cap": (run("--seeds", "500"),
+                       "--seeds: expected at most 60 seeds (the exact rank tests' limit), got 500"),
     "seeds-with-seed": (run("--seed", "3", "--seeds", "4"),
                         "--seeds: not used with --seed (--seeds N runs the scenario's seed and the next N-1; "
                         "--seeds a,b,c names every seed)"),
     "jobs-without-seeds": (run("--jobs", "2"), "--jobs: only with --seeds (a single seed's schedulers run one after "
                                                "another on the same plan)"),
-    "jobs-zero": (run("--seeds", "3", "--jobs", "0"), "--jobs: expected a positive integer (seeds run at once), got '0'"),
+    "jobs-zero": (run("--seeds", "3", "--jobs", "0"),
+                  "--jobs: expected a positive integer (seeds run at once), got '0'"),
     "jobs-on-real-backend": (run("--seeds", "3", "--backend", "real", "--jobs", "2"),
                              "--jobs: a real backend runs one seed at a time (each seed starts its own control plane "
                              "and fleet on this machine); drop --jobs or use --backend sim"),
@@ -130,7 +136,8 @@ CASES = {
     "out-is-a-file": ((["run", "{dir}/s.yaml", "--out", "{dir}/f", "--quiet"], {"s.yaml": SMALL, "f": b"x"}),
                       "--out {dir}/f: expected a new or empty directory, but it is a file"),
     "out-under-a-file": ((["run", "{dir}/s.yaml", "--out", "{dir}/f/run", "--quiet"], {"s.yaml": SMALL, "f": b"x"}),
-                         "--out {dir}/f/run: expected a new or empty directory, but it is under {dir}/f, which is a file"),
+                         "--out {dir}/f/run: expected a new or empty directory, but it is under {dir}/f, "
+                         "which is a file"),
     "out-holds-a-run": ((["run", "{dir}/s.yaml", "--out", "{dir}/old", "--quiet"],
                          {"s.yaml": SMALL, "old/summary.json": b"{}\n", "old/jobs.csv": b"scheduler\n"}),
                         "--out {dir}/old: expected a new or empty directory, it already holds files (a previous "

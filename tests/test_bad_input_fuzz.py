@@ -14,7 +14,8 @@ import os
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from loadgen.input.schema import SCENARIO, Field, ListOf, MapOf
 from support.fuzzkit import DEVICE, FIFO, OUTCOMES, Special, run_cli
@@ -157,7 +158,8 @@ TRACE_BASE = [{"id": i, "tenant": "t", "cls": "small", "members": m, "gpus_per_m
                "submit_s": 10.0 * i, "min_available": m} for i, (m, g) in enumerate([(1, 1), (2, 8), (4, 8), (1, 4)])]
 JSON_HOSTILE = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e15", "1e400", "-1", "0", "0.5", "\"7\"", "true",
                                 "null", "[]", "{}", "99999999999999999999999", "1e-320", "16", "65"])
-OPENB_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+OPENB_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                "creation_time,deletion_time,scheduled_time\n")
 
 
 @st.composite
@@ -189,7 +191,8 @@ def jsonl_trace(draw) -> bytes:
 
 @st.composite
 def openb_trace(draw) -> bytes:
-    rows = [f"p{i},1000,1000,{g},1000,,LS,Running,{100 * i},{100 * i + 500},{100 * i}" for i, g in enumerate([1, 2, 8, 4])]
+    rows = [f"p{i},1000,1000,{g},1000,,LS,Running,{100 * i},{100 * i + 500},{100 * i}"
+            for i, g in enumerate([1, 2, 8, 4])]
     i = draw(st.integers(0, len(rows) - 1))
     cols = rows[i].split(",")
     col = draw(st.sampled_from([3, 8, 9, 0]))
@@ -242,7 +245,8 @@ def test_generated_flags_and_output_paths_end_in_one_line_or_a_complete_run(flag
 # the sandbox, so a regression could never replace a real device.
 INPUT_PATHS = {"fifo": ("p", FIFO), "device": ("p", DEVICE), "folder": ("p/", b""), "missing": ("nothing-here", None),
                "under-a-file": ("f/p", None), "long": ("{long}", None), "empty": ("", None),
-               "dev-zero": ("/dev/zero", None), "dev-urandom": ("/dev/urandom", None), "dev-stdin": ("/dev/stdin", None),
+               "dev-zero": ("/dev/zero", None), "dev-urandom": ("/dev/urandom", None),
+               "dev-stdin": ("/dev/stdin", None),
                "nul-in-name": ("p\x00q", None), "link-to-fifo": ("l", Special("symlink", "{dir}/q")),
                "regular": ("p", b"x: 1\n")}
 OUTPUT_PATHS = {"fifo": ("o", FIFO), "device": ("o", DEVICE), "folder": ("o/", b""), "under-a-file": ("f/o", None),
@@ -284,7 +288,8 @@ def test_generated_input_paths_end_in_one_line_never_a_wait(role, kind):
 @given(st.sampled_from(["run-out", "export", "report-out"]), st.sampled_from(sorted(OUTPUT_PATHS)))
 def test_generated_output_paths_never_replace_a_device_a_fifo_or_an_input(role, kind):
     kinds = OUTPUT_PATHS if role != "report-out" else {   # a report's inputs are its run folder's files
-        **OUTPUT_PATHS, "the-input": ("d/summary.json", None), "link-to-input": ("l", Special("symlink", "{dir}/d/summary.json"))}
+        **OUTPUT_PATHS, "the-input": ("d/summary.json", None),
+        "link-to-input": ("l", Special("symlink", "{dir}/d/summary.json"))}
     path, files = _path(kinds, kind)
     files.update({"s.yaml": SMALL, **RUN_FOLDER})
     argv = {"run-out": ["run", "{dir}/s.yaml", "--schedulers", "slurm", "--out", path, "--quiet"],
@@ -316,7 +321,8 @@ def test_generated_names_end_in_one_line_or_a_page_without_script(scenario_name,
     def page(sandbox):
         html = sandbox / "out" / "report.html"
         return html.read_text() if html.is_file() else None
-    for extra, files in (([], {"s.yaml": dump(doc)}), (["--trace", "{dir}/t.jsonl"], {"s.yaml": SMALL, "t.jsonl": trace})):
+    for extra, files in (([], {"s.yaml": dump(doc)}),
+                         (["--trace", "{dir}/t.jsonl"], {"s.yaml": SMALL, "t.jsonl": trace})):
         o = run_cli(["run", "{dir}/s.yaml", "--schedulers", "slurm", "--out", "{dir}/out", "--quiet", *extra], files,
                     keep=page, label="names")
         if o.kept is not None:
@@ -392,7 +398,8 @@ def mutated_profile(draw) -> bytes:
         op = draw(st.sampled_from(["value", "value", "drop", "unknown"]))
         node = doc
         for k in path[:-1]:
-            node = node[k] if isinstance(node, (dict, list)) and (k in node if isinstance(node, dict) else k < len(node)) else None
+            present = isinstance(node, (dict, list)) and (k in node if isinstance(node, dict) else k < len(node))
+            node = node[k] if present else None
             if node is None:
                 break
         if not isinstance(node, (dict, list)):
@@ -448,10 +455,12 @@ def test_generated_cluster_configs_are_refused_in_one_line_or_looked_at_read_onl
             path = data.draw(st.sampled_from(KUBE_PATHS))
             node = doc
             for k in path[:-1]:
-                node = node[k] if isinstance(node, dict) and k in node or isinstance(node, list) and k < len(node) else None
+                node = (node[k] if isinstance(node, dict) and k in node or isinstance(node, list) and k < len(node)
+                        else None)
                 if not isinstance(node, (dict, list)):
                     break
-            if isinstance(node, (dict, list)) and (path[-1] in node if isinstance(node, dict) else path[-1] < len(node)):
+            if isinstance(node, (dict, list)) and (path[-1] in node if isinstance(node, dict)
+                                                   else path[-1] < len(node)):
                 node[path[-1]] = data.draw(st.one_of(HOSTILE, SERVERS))
         files = {"s.yaml": SMALL, "kc": dump(doc)}
         argv = ["run", "{dir}/s.yaml", "--kubeconfig", "{dir}/kc", "--schedulers", "kube", "--dry-run", "--quiet"]
@@ -461,7 +470,8 @@ def test_generated_cluster_configs_are_refused_in_one_line_or_looked_at_read_onl
         lines = data.draw(SLURM_LINES)
         files = {"s.yaml": SMALL, "slurm.conf": ("\n".join(lines) + "\n").encode(),
                  "inc.conf": ("\n".join(data.draw(SLURM_LINES)) + "\n").encode(), "loop.conf": b"Include loop.conf\n"}
-        argv = ["run", "{dir}/s.yaml", "--slurm-conf", "{dir}/slurm.conf", "--schedulers", "slurm", "--dry-run", "--quiet"]
+        argv = ["run", "{dir}/s.yaml", "--slurm-conf", "{dir}/slurm.conf", "--schedulers", "slurm",
+                "--dry-run", "--quiet"]
     o = run_cli(argv, files, codes=(0, 1, 2), label=f"{kind} configs")
     assert not o.out.exists()
 
@@ -526,7 +536,9 @@ def test_generated_run_folders_end_in_one_line_or_a_page(run_folder, data, part,
             lines[0] = data.draw(st.sampled_from(["", "\n", "scheduler\n", "a,b,c\n", '"\n', "cp_$x$,t,scheduler\n"]))
         else:
             cells = lines[i].rstrip("\n").split(",")
-            cells[data.draw(st.integers(0, len(cells) - 1))] = str(data.draw(st.one_of(HOSTILE, NAME))).replace("\n", " ")
+            # the value is drawn before the index, in the order the one-line assignment drew them
+            value = str(data.draw(st.one_of(HOSTILE, NAME))).replace("\n", " ")
+            cells[data.draw(st.integers(0, len(cells) - 1))] = value
             lines[i] = ",".join(cells) + "\n"
         files[f"d/{name}"] = "".join(lines).encode("utf-8", errors="surrogateescape")
     argv = ["report", "{dir}/d"] if command == "report" else ["compare", "{dir}/d", "{dir}/d", "--json"]

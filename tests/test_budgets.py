@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from loadgen.drive.lifecycle import Lifecycle
-from loadgen.model.startup import activity
+from loadgen.input.scenario import from_dict
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
-from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.job import Job
+from loadgen.model.startup import activity
+from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.startup.rendezvous import Rendezvous
 from loadgen.model.startup.spec import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
 from loadgen.model.target import ChaosUnsupported
-from loadgen.input.scenario import from_dict
 
 # 40 GB at 0.4444 Gbit/s: the seed's twelve minutes (720 s) when the registry keeps up
 SEED = ImageSpec(image_gb=40, node_pull_gbps=40 * 8 / 720, registry_gbps=100, container_start_s=20)

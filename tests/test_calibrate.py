@@ -8,9 +8,8 @@ import pytest
 
 from fakes.slurm.sim import SimSlurm
 from loadgen.calibration.calibrate import Options, calibrate
-from loadgen.model.registry import REGISTRY, register
 from loadgen.input.profile import load
-
+from loadgen.model.registry import REGISTRY, register
 from support.paths import ROOT
 
 
@@ -54,9 +53,9 @@ def test_every_case_runs_repeatedly_and_is_kept_for_reuse(calibrated):
     runs = sorted(p.parent.parent.name for p in (out / "slurm" / "real").glob("*/run*/summary.json"))
     assert runs == sorted(["calibrate-steady-16n", "calibrate-steady-32n", "calibrate-queue-16n", "calibrate-queue-32n",
                            "calibrate-steady-48n", "calibrate-evictions-32n"] * 2)
-    assert not [l for l in lines if "reused" in l]
+    assert not [line for line in lines if "reused" in line]
     again = calibrate(opts, progress=lines.append)
-    assert len([l for l in lines if "reused" in l]) == 12
+    assert len([line for line in lines if "reused" in line]) == 12
     assert again["results"][0]["fitted"] == result["results"][0]["fitted"]     # deterministic fit
 
 
@@ -68,7 +67,7 @@ def test_an_interrupted_run_is_redone_from_scratch(calibrated):
     (run / "stale-cluster-state").write_text("left by the interrupted run")
     lines = []
     calibrate(opts, progress=lines.append)
-    assert [l for l in lines if "real backend" in l] == ["slurm calibrate-queue-16n run 2/2: real backend ..."]
+    assert [line for line in lines if "real backend" in line] == ["slurm calibrate-queue-16n run 2/2: real backend ..."]
     assert json.loads((run / "summary.json").read_text())["complete"]
     assert not (run / "stale-cluster-state").exists()
 

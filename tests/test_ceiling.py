@@ -9,10 +9,9 @@ import sys
 import pytest
 
 from fakes.sim.controlplane import TokenBucket
-from loadgen.measure import hostcpu
-from loadgen.measure import saturation
-from loadgen.drive.comparative import with_host_cpu
 from loadgen.drive.ceiling import SearchSpec, search
+from loadgen.drive.comparative import with_host_cpu
+from loadgen.measure import hostcpu, saturation
 from support.paths import ROOT
 from support.simkit import job, sim
 
@@ -160,11 +159,15 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     assert p.returncode == 0, p.stderr
     res = json.loads((tmp_path / "c1" / "ceiling.json").read_text())
     # slurmctld's locks are far cheaper per job than the others' serial paths: on 512 nodes it
-    # still keeps the SLO where the search stops (4000x, ~140 jobs/s), and says so
-    others = {n: c for n, c in res["ceiling"].items() if n != "slurm"}
-    slurm = res["ceiling"]["slurm"]
-    assert (slurm["cap"], slurm["ceiling_churn_multiplier"], slurm["broke_at_churn_multiplier"]) == \
-        ("max_multiplier", 4000, None)
+    # still keeps the SLO where the search stops (4000x, ~140 jobs/s), and says so. So does Ray's
+    # GCS: measured on 500-5,000 fakelets it spends 2-7 ms a group (docs/fidelity.md, At scale), so
+    # at 4000x its twin is about a third busy (it was 70 us per node and attempt before issue 32)
+    capped = ("slurm", "ray")
+    others = {n: c for n, c in res["ceiling"].items() if n not in capped}
+    for name in capped:
+        c = res["ceiling"][name]
+        assert (c["cap"], c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]) == \
+            ("max_multiplier", 4000, None), (name, c)
     assert "(search cap: max_multiplier)" in p.stdout
     for name, c in others.items():
         assert c["cap"] is None, (name, c)
@@ -177,8 +180,11 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     # the same scenario and seed search the same points to the same verdicts
     again = ceiling_cli("s.yaml", "--out", "c2", cwd=tmp_path)
     res2 = json.loads((tmp_path / "c2" / "ceiling.json").read_text())
-    strip = lambda r: json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
-                                  for n, pts in r["points"].items()}, sort_keys=True)
+
+    def strip(r):
+        return json.dumps({n: [{k: v for k, v in p.items() if k != "run_dir"} for p in pts]
+                           for n, pts in r["points"].items()}, sort_keys=True)
+
     assert again.returncode == 0 and strip(res) == strip(res2) and res["ceiling"] == res2["ceiling"]
     # the search's folder holds its page (the ceiling curve) and a complete ceiling.json
     assert res["complete"] is True and "report.html (the ceiling curve)" in p.stdout

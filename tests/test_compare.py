@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -138,7 +137,8 @@ def test_identical_seeded_runs_compare_clean_and_lower_api_qps_is_a_regression(t
     (["ok.json", "ok.json", "--tolerance", "inf"], "--tolerance: expected a finite number >= 0, got 'inf'"),
     (["ok.json", "ok.json", "--tolerance-metric", "admission_p99=-0.1"],
      "--tolerance-metric admission_p99=-0.1: expected a finite number >= 0, got '-0.1'"),
-    (["ok.json", "ok.json", "--tolerance-metric", "admission_p99"], "--tolerance-metric admission_p99: expected METRIC=T"),
+    (["ok.json", "ok.json", "--tolerance-metric", "admission_p99"],
+     "--tolerance-metric admission_p99: expected METRIC=T"),
     (["ok.json", "ok.json", "--tolerance", "-1"], "--tolerance: expected a finite number >= 0, got '-1'"),
     (["ok.json", "ok.json", "--tolerance", "nan"], "--tolerance: expected a finite number >= 0, got 'nan'"),
     (["ok.json", "ok.json", "--tolerance-metric", "p98=0.1"], "--tolerance-metric p98=0.1: expected METRIC=T"),
@@ -160,7 +160,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, expected):
 
 def test_runs_in_the_default_folder_are_indexed_and_named_latest(tmp_path):
     (tmp_path / "s.yaml").write_text("name: tiny\nseed: 4\nfleet: {nodes: 64}\nduration_h: 0.5\n"
-                                     "workload: {classes: {small: {share: 1, shapes: [{members: 1, gpus: 1}], duration_s: {median: 600}}}}\n")
+                                     "workload: {classes: {small: {share: 1, shapes: [{members: 1, gpus: 1}], "
+                                     "duration_s: {median: 600}}}}\n")
     for _ in range(2):
         r = gangstorm("run", "s.yaml", "--schedulers", "kube,slurm", "--quiet", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -185,7 +186,8 @@ def test_runs_in_the_default_folder_are_indexed_and_named_latest(tmp_path):
 def test_an_index_that_cannot_be_written_warns_and_the_run_still_succeeds(tmp_path):
     (tmp_path / "results" / "index.jsonl").mkdir(parents=True)          # a folder where the file goes
     (tmp_path / "s.yaml").write_text("name: tiny\nseed: 4\nfleet: {nodes: 64}\nduration_h: 0.5\n"
-                                     "workload: {classes: {small: {share: 1, shapes: [{members: 1, gpus: 1}], duration_s: {median: 600}}}}\n")
+                                     "workload: {classes: {small: {share: 1, shapes: [{members: 1, gpus: 1}], "
+                                     "duration_s: {median: 600}}}}\n")
     r = gangstorm("run", "s.yaml", "--schedulers", "slurm", "--quiet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[-1].startswith("gangstorm: warning: results/index.jsonl not updated (")

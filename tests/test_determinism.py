@@ -3,7 +3,6 @@ import json
 
 from loadgen.drive.comparative import RunOptions, run
 from loadgen.input.scenario import load
-
 from support.paths import ROOT
 
 VOLATILE = {"run_id", "wall_s", "_dir"}

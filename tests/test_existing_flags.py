@@ -8,11 +8,11 @@ import sys
 import pytest
 import yaml
 
-from loadgen.input.chaos import plan as chaos_plan
 from loadgen.drive.dryrun import chaos_lines, describe
-from loadgen.model.target import run_label
+from loadgen.input.chaos import plan as chaos_plan
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.plan import plan_run
+from loadgen.model.target import run_label
 from support.paths import ROOT
 
 SCENARIO = str(ROOT / "tests/data/existing-small.yaml")
@@ -46,7 +46,8 @@ def refused(r: subprocess.CompletedProcess, *needles: str) -> None:
     (["--ray-address", "10.1.2.3:6379"], ["--ray-address: expected an address on 127.0.0.0/8, got '10.1.2.3'",
                                           "--allow-remote"]),
     (["--ray-address", "127.0.0.1"], ["--ray-address: expected HOST:PORT"]),
-    (["--ray-address", "127.0.0.1:6379", "--backend", "sim"], ["--backend sim: an existing cluster is driven by the real backend"]),
+    (["--ray-address", "127.0.0.1:6379", "--backend", "sim"],
+     ["--backend sim: an existing cluster is driven by the real backend"]),
     (["--context", "x"], ["--context: only used with an existing cluster"]),
     (["--allow-foreign-workloads"], ["--allow-foreign-workloads: only used with an existing cluster"]),
     (["--ray-address", "127.0.0.1:6379", "--schedulers", "kube"], ["--schedulers: kube needs --kubeconfig"]),
@@ -58,7 +59,8 @@ def test_attach_flags_are_checked_before_anything_runs(tmp_path, args, needles):
 
 def test_a_kubeconfig_pointing_off_the_machine_needs_allow_remote(tmp_path):
     path = kubeconfig(tmp_path, server="https://prod.example.com:6443")
-    refused(gangstorm("run", SCENARIO, "--kubeconfig", path), "server: expected an address on 127.0.0.0/8, got 'prod.example.com'")
+    refused(gangstorm("run", SCENARIO, "--kubeconfig", path),
+            "server: expected an address on 127.0.0.0/8, got 'prod.example.com'")
 
 
 def test_a_kubeconfig_context_that_does_not_exist_is_named(tmp_path):

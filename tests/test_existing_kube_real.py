@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes.kube.cluster import BinariesMissing, COMPONENT_NAMES, leftover_processes, require_binaries
+from fakes.kube.cluster import COMPONENT_NAMES, BinariesMissing, leftover_processes, require_binaries
 from support.paths import ROOT
 
 pytestmark = pytest.mark.real
@@ -85,7 +85,8 @@ def foreign_pod(kube_cluster):
             # on gpu-00000: the node the scenario's node_failure picks (seed 5), so chaos must skip it
             "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-00000"}, "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "c", "image": "theirs/app",
-                                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
     api.create_namespaced_pod("default", body)
     deadline = time.monotonic() + 60
     while api.read_namespaced_pod("somebody-elses", "default").status.phase != "Running":
@@ -111,7 +112,8 @@ def test_a_cluster_with_somebody_elses_pod_is_refused_in_one_line_before_anythin
 
 def test_dry_run_reads_the_cluster_and_creates_nothing(kube_cluster):
     state, env, _ = kube_cluster
-    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--dry-run", env=env)
     assert r.returncode == 0, r.stderr
     assert "dry run: nothing was created" in r.stdout
@@ -120,18 +122,21 @@ def test_dry_run_reads_the_cluster_and_creates_nothing(kube_cluster):
     assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
 
 
-def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_nothing_labelled(kube_cluster, foreign_pod):
+def test_chaos_on_the_clusters_own_nodes_leaves_the_foreign_pod_untouched_and_nothing_labelled(kube_cluster,
+                                                                                               foreign_pod):
     state, env, tmp = kube_cluster
     api = core(state)
     out = tmp / "selected"
-    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("run", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--allow-foreign-workloads", "--time-scale", "120", "--quiet", "--out", str(out), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     kube = json.loads((out / "summary.json").read_text())["schedulers"]["kube"]
     cp = kube["control_plane"]
     assert kube["jobs"]["rejected"] == 0 and kube["jobs"]["admitted"] > 20 and cp["evictions"] >= 1
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
-    assert kube["placement"]["gangs_placed"] >= 1 and kube["placement"]["leaves_spanned"]["max"] == 1 and kube["placement"]["cross_leaf_gpu_hours"] == 0
+    assert (kube["placement"]["gangs_placed"] >= 1 and kube["placement"]["leaves_spanned"]["max"] == 1
+            and kube["placement"]["cross_leaf_gpu_hours"] == 0)
     assert cp["foreign_pods"] == 1 and cp["left_behind"] == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
     after = api.read_namespaced_pod("somebody-elses", "default")
     assert after.metadata.uid == foreign_pod.metadata.uid and after.status.phase == "Running"
@@ -192,10 +197,12 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
 
 def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_merged_tails(kube_cluster):
     import csv
+
     from loadgen.measure.statistics import latency_stats
     state, env, tmp = kube_cluster
     out = tmp / "two-workers"
-    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"], "--node-selector", "type=kwok",
+    r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
+                  "--node-selector", "type=kwok",
                   "--processes", "2", "--headless", "--time-scale", "120", "--out", str(out), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())

@@ -119,7 +119,8 @@ def test_run_next_to_foreign_workloads_touches_only_its_own(cluster, tmp_path):
     assert summary["complete"] and ray["backend"] == "real"
     assert ray["jobs"]["rejected"] == 0 and ray["jobs"]["admitted"] >= 50, ray["jobs"]
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
-    assert ray["placement"]["gangs_placed"] >= 1 and ray["placement"]["leaves_spanned"]["max"] == 1 and ray["placement"]["cross_leaf_gpu_hours"] == 0
+    assert (ray["placement"]["gangs_placed"] >= 1 and ray["placement"]["leaves_spanned"]["max"] == 1
+            and ray["placement"]["cross_leaf_gpu_hours"] == 0)
     assert ray["chaos_applied"]["evict"]["applied"] > 0 and cp["evicted"] > 0, (ray["chaos_applied"], cp)
     assert ray["chaos_applied"]["node_fail"] == {"applied": 0, "unsupported": 1}, ray["chaos_applied"]
     assert cp["attached"] == cluster["address"] and cp["raylets_alive"] == NODES

@@ -198,7 +198,8 @@ def test_a_run_next_to_a_foreign_job_never_touches_it(cluster, tmp_path):
     res = json.loads((out / "summary.json").read_text())["schedulers"]["slurm"]
     assert res["backend"] == "real" and res["jobs"]["rejected"] == 0 and res["jobs"]["admitted"] >= 10, res["jobs"]
     # every 2-node gang's placement came back from the backend: 4 nodes, one leaf
-    assert res["placement"]["gangs_placed"] >= 1 and res["placement"]["leaves_spanned"]["max"] == 1 and res["placement"]["cross_leaf_gpu_hours"] == 0
+    assert (res["placement"]["gangs_placed"] >= 1 and res["placement"]["leaves_spanned"]["max"] == 1
+            and res["placement"]["cross_leaf_gpu_hours"] == 0)
     cp = res["control_plane"]
     assert cp["left_behind"] == {"jobs": 0, "nodes_not_resumed": 0}
     assert cp["existing"]["partition"] == "gpu" and cp["existing"]["nodes"] == 4

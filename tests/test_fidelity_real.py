@@ -18,7 +18,6 @@ from loadgen.calibration.twin import real_run, twin
 from loadgen.cli.calibrate import CHURN, SCALES
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.profile import load as load_profile
-
 from support.paths import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]

@@ -43,7 +43,8 @@ def test_a_full_tmpfs_mid_run_is_one_line_and_a_consistent_folder(tmp_path, tiny
     (tmp_path / "s.yaml").write_bytes(SCENARIO)
     out = tiny_disk / "run"
     r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", str(tmp_path / "s.yaml"), "--schedulers",
-                        "slurm,kube", "--out", str(out), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                        "slurm,kube", "--out", str(out), "--quiet"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert lines[-1] == (f"gangstorm: error: {out}: the rows of slurm cannot be written (No space left on device); the "

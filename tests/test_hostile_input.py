@@ -33,8 +33,9 @@ def run(*extra, scenario=SMALL, files=None):
 
 
 def profile(section: str, key: str, value, extra: str = "") -> bytes:
-    from support.paths import ROOT
     import yaml
+
+    from support.paths import ROOT
     doc = yaml.safe_load((ROOT / "fakes/profiles/reference.yaml").read_text())
     if key:
         doc["parameters"][section][key]["value"] = value
@@ -143,35 +144,40 @@ NUMBERS_AND_NESTING = {
     "leaf-size-1e12": (run(scenario=SMALL.replace(b"{nodes: 16}", b"{nodes: 16, leaf_size: 1000000000000}")),
                        "{dir}/s.yaml: fleet.leaf_size: expected <= 1000000, got 1000000000000"),
     "trace-400-digits": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + job(members="9" * 400)}),
-                         "{dir}/t.jsonl: line 2: expected a JSON object (an integer of 400 digits; expected at most 20)"),
-    "trace-deep": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + b'{"id": ' + b"[" * 3000 + b"]" * 3000 + b"}\n"}),
+                         "{dir}/t.jsonl: line 2: expected a JSON object "
+                         "(an integer of 400 digits; expected at most 20)"),
+    "trace-deep": (run("--trace", "{dir}/t.jsonl",
+                       files={"t.jsonl": HEAD + b'{"id": ' + b"[" * 3000 + b"]" * 3000 + b"}\n"}),
                    "{dir}/t.jsonl: line 2: expected a JSON object (nested deeper than 4 levels)"),
     "trace-1e400": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + job(duration_s="1e400")}),
                     "{dir}/t.jsonl: line 2: expected a JSON object (1e400 is beyond a float's range)"),
     "compare-400-digits": ((["compare", "{dir}/a.json", "{dir}/b.json"], {"a.json": SUMMARY, "b.json": BIG_INT}),
-                           "{dir}/b.json: expected a gangstorm summary.json, got invalid JSON (an integer of 400 digits; "
-                           "expected at most 20)"),
+                           "{dir}/b.json: expected a gangstorm summary.json, got invalid JSON (an integer of "
+                           "400 digits; expected at most 20)"),
     "compare-deep": ((["compare", "{dir}/a.json", "{dir}/b.json"], {"a.json": SUMMARY, "b.json": NESTED}),
-                     "{dir}/b.json: expected a gangstorm summary.json, got invalid JSON (nested deeper than 64 levels)"),
+                     "{dir}/b.json: expected a gangstorm summary.json, "
+                     "got invalid JSON (nested deeper than 64 levels)"),
     "report-deep": ((["report", "{dir}/d"], {"d/summary.json": NESTED}),
                     "{dir}/d/summary.json: not valid JSON (nested deeper than 64 levels); expected a gangstorm "
                     "summary.json (with run_id and schedulers)"),
     "report-400-digits": ((["report", "{dir}/d"], {"d/summary.json": BIG_INT}),
                           "{dir}/d/summary.json: not valid JSON (an integer of 400 digits; expected at most 20); "
                           "expected a gangstorm summary.json (with run_id and schedulers)"),
-    "port-superscript-digits": (run("--metrics-port", "²³"), "--metrics-port: expected a port number 0-65535, got '²³'"),
+    "port-superscript-digits": (run("--metrics-port", "²³"),
+                                "--metrics-port: expected a port number 0-65535, got '²³'"),
     "port-arabic-digits": (run("--dcgm-port", "١٢"), "--dcgm-port: expected a port number 0-65535, got '١٢'"),
 }
 
 NAMES = {
     "name-nul": (run(scenario=SMALL.replace(b"name: t", b'name: "a\\0b"')),
-                 "{dir}/s.yaml: name: expected plain text, got a control character (U+0000) at character 1 of 'a\\x00b'"),
+                 "{dir}/s.yaml: name: expected plain text, "
+                 "got a control character (U+0000) at character 1 of 'a\\x00b'"),
     "name-newline": (run(scenario=SMALL.replace(b"name: t", b'name: "a\\nb"')),
                      "{dir}/s.yaml: name: expected plain text, got a control character (U+000A) at character 1 of "
                      "'a\\nb'"),
     "name-zero-width": (run(scenario=SMALL.replace(b"name: t", "name: a\u200bb".encode())),
-                        "{dir}/s.yaml: name: expected plain text, got a format character (zero-width or text direction) "
-                        "(U+200B) at character 1 of 'a\\u200bb'"),
+                        "{dir}/s.yaml: name: expected plain text, got a format character (zero-width or text "
+                        "direction) (U+200B) at character 1 of 'a\\u200bb'"),
     "name-rtl-override": (run(scenario=SMALL.replace(b"name: t", "name: a\u202eb".encode())),
                           "{dir}/s.yaml: name: expected plain text, got a format character (zero-width or text "
                           "direction) (U+202E) at character 1 of 'a\\u202eb'"),
@@ -182,8 +188,8 @@ NAMES = {
                      "{dir}/s.yaml: workload.classes.'v1.0': expected a class name without '.' (it separates the keys "
                      "of per-class tables), got 'v1.0'"),
     "trace-class-all": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + job(cls='"all"')}),
-                        "{dir}/t.jsonl: line 2: cls: expected a class name other than 'all' (it stands for every job in "
-                        "the per-class tables)"),
+                        "{dir}/t.jsonl: line 2: cls: expected a class name other than 'all' (it stands for "
+                        "every job in the per-class tables)"),
     "trace-tenant-nul": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": HEAD + job(tenant='"a\\u0000b"')}),
                          "{dir}/t.jsonl: line 2: tenant: expected plain text, got a control character (U+0000) at "
                          "character 1 of 'a\\x00b'"),
@@ -205,34 +211,44 @@ ZERO_JOBS_AND_TRACES = {
                             "{dir}/t.jsonl: line 2: expected a job without the 'gangstorm_trace' key (only the first "
                             "line, the header, carries it)"),
     "header-with-job-fields": (run("--trace", "{dir}/t.jsonl", files={"t.jsonl": job(gangstorm_trace=1)}),
-                               "{dir}/t.jsonl: line 1: expected either the 'gangstorm_trace' header or a job, got a line "
-                               "with both (duration_s, gpus_per_member, id, members, submit_s)"),
+                               "{dir}/t.jsonl: line 1: expected either the 'gangstorm_trace' header or a job, "
+                               "got a line with both (duration_s, gpus_per_member, id, members, submit_s)"),
 }
 
 PROFILES = {
-    "zero-lease-period": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("control_plane", "lease_renew_s", 0)}),
-                          "--profile {dir}/p.yaml: parameters.control_plane.lease_renew_s.value: expected >= 0.1, got 0"),
+    "zero-lease-period": (run("--profile", "{dir}/p.yaml",
+                              files={"p.yaml": profile("control_plane", "lease_renew_s", 0)}),
+                          "--profile {dir}/p.yaml: parameters.control_plane.lease_renew_s.value: "
+                          "expected >= 0.1, got 0"),
     "zero-status-period": (run("--profile", "{dir}/p.yaml",
                                files={"p.yaml": profile("control_plane", "node_status_s", 0)}),
-                           "--profile {dir}/p.yaml: parameters.control_plane.node_status_s.value: expected >= 0.1, got 0"),
+                           "--profile {dir}/p.yaml: parameters.control_plane.node_status_s.value: expected >= "
+                           "0.1, got 0"),
     "zero-ray-costs": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("ray", "", 0)}),
-                       "--profile {dir}/p.yaml: parameters.ray: expected a GCS that takes some time per placement group "
-                       "(one of gcs_base_ms, gcs_per_bundle_ms, gcs_per_bundle_sq_us, gcs_per_node_us, commit_rtt_ms "
-                       "above 0), got 0 for all of them"),
+                       "--profile {dir}/p.yaml: parameters.ray: expected a GCS that takes some time per "
+                       "placement group (one of gcs_base_ms, gcs_per_bundle_ms, gcs_per_bundle_sq_us, gcs_per_node_us, "
+                       "commit_rtt_ms above 0), got 0 for all of them"),
     "zero-ray-costs-in-scenario": (run(scenario=SMALL + b"schedulers: {ray: {gcs_base_ms: 0, gcs_per_bundle_ms: 0, "
-                                                        b"gcs_per_bundle_sq_us: 0, gcs_per_node_us: 0, commit_rtt_ms: 0}}\n"),
-                                   "{dir}/s.yaml: schedulers.ray: expected a GCS that takes some time per placement group "
-                                   "(one of gcs_base_ms, gcs_per_bundle_ms, gcs_per_bundle_sq_us, gcs_per_node_us, "
-                                   "commit_rtt_ms above 0; from the scenario or its profile), got 0 for all of them"),
+                                                        b"gcs_per_bundle_sq_us: 0, gcs_per_node_us: 0, "
+                                                        b"commit_rtt_ms: 0}}\n"),
+                                   "{dir}/s.yaml: schedulers.ray: expected a GCS that takes some time per "
+                                   "placement group (one of gcs_base_ms, gcs_per_bundle_ms, gcs_per_bundle_sq_us, "
+                                   "gcs_per_node_us, commit_rtt_ms above 0; from the scenario or its profile), got 0 "
+                                   "for all of them"),
     "unknown-section": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("kube", "observe_ms", 1).replace(
         b"parameters:\n", b"parameters:\n  borg: {}\n")}),
         "--profile {dir}/p.yaml: parameters.borg: unknown section (known: kube, volcano, ray, slurm, control_plane)"),
-    "unknown-top-key": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("kube", "observe_ms", 1, "extra: 1\n")}),
-                        "--profile {dir}/p.yaml: extra: unknown key (known: name, description, parameters, validation)"),
+    "unknown-top-key": (run("--profile", "{dir}/p.yaml",
+                            files={"p.yaml": profile("kube", "observe_ms", 1, "extra: 1\n")}),
+                        "--profile {dir}/p.yaml: extra: "
+                        "unknown key (known: name, description, parameters, validation)"),
     "validation-list": ((["profile", "show", "{dir}/p.yaml"],
-                         {"p.yaml": profile("kube", "observe_ms", 1).split(b"validation:")[0] + b"validation: {kube: [1, 2]}\n"}),
+                         {"p.yaml": profile("kube",
+                                            "observe_ms", 1).split(b"validation:")[0]
+                          + b"validation: {kube: [1, 2]}\n"}),
                         "{dir}/p.yaml: validation.kube: expected a mapping (held_out, rows, anchors, ...), got list"),
-    "validation-held-out-text": ((["profile", "show", "{dir}/p.yaml"], {"p.yaml": profile("kube", "observe_ms", 1).split(
+    "validation-held-out-text": ((["profile", "show", "{dir}/p.yaml"],
+                                  {"p.yaml": profile("kube", "observe_ms", 1).split(
         b"validation:")[0] + b"validation: {ray: {held_out: {anchors: x, ratio: high, within_goal: true}}}\n"}),
         "{dir}/p.yaml: validation.ray.held_out.ratio: expected null or [low, high], got 'high'"),
     "validation-in-a-run": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("kube", "observe_ms", 1).split(
@@ -284,7 +300,8 @@ ATTACH = {
 }
 
 RUN_FOLDERS = {
-    "scheduler-not-a-mapping": ((["report", "{dir}/d"], {"d/summary.json": b'{"run_id": "r", "schedulers": {"kube": 3}}'}),
+    "scheduler-not-a-mapping": ((["report", "{dir}/d"],
+                                 {"d/summary.json": b'{"run_id": "r", "schedulers": {"kube": 3}}'}),
                                 "{dir}/d/summary.json: schedulers.kube: expected a mapping, got int"),
     "by-class-a-list": ((["report", "{dir}/d"], {"d/summary.json": b'{"run_id": "r", "schedulers": {"kube": '
                                                                   b'{"by_class": [1]}}}'}),
@@ -327,7 +344,8 @@ def test_a_scenario_name_becomes_one_folder_inside_results(name, folder):
     o = run_cli(["run", "{dir}/s.yaml", "--schedulers", "slurm", "--quiet"], {"s.yaml": scenario}, out_name="results",
                 keep=look)
     assert o.code == 0, o.stderr
-    folders = [p for p in o.kept if p.count("/") == 1 and not p.endswith((".jsonl",)) and "." not in p.split("/")[1][:1]]
+    folders = [p for p in o.kept if p.count("/") == 1 and not p.endswith((".jsonl",))
+               and "." not in p.split("/")[1][:1]]
     assert len(folders) == 1 and folders[0].startswith("results/") and folders[0].endswith(f"-{folder}"), o.kept
     assert f"{folders[0]}/summary.json" in o.kept and all(p.startswith("results") for p in o.kept), o.kept
 
@@ -338,7 +356,8 @@ def index_line(dir_: str, run_id: str = "r") -> bytes:
 
 @pytest.mark.parametrize("dir_", ["/etc", "../outside", "a/../../outside", ".."])
 def test_latest_never_reads_outside_the_results_folder(dir_):
-    files = {"results/index.jsonl": index_line(dir_), "outside/summary.json": SUMMARY, "results/ok/summary.json": SUMMARY}
+    files = {"results/index.jsonl": index_line(dir_), "outside/summary.json": SUMMARY,
+             "results/ok/summary.json": SUMMARY}
     o = run_cli(["compare", "latest", "latest"], files)
     assert o.code == 2 and "latest: expected a run folder, a summary.json or a name in results/index.jsonl" in o.stderr
     assert "(0 runs listed)" in o.stderr
@@ -361,13 +380,15 @@ def test_deeply_nested_or_huge_index_lines_are_skipped_not_a_traceback():
 def test_compare_json_never_prints_a_number_json_does_not_have(tmp_path):
     import subprocess
     import sys
+
     from support.paths import ROOT
     zero = json.loads(SUMMARY)
     zero["schedulers"]["kube"]["admission_s"]["p50"] = 0.0          # a change from 0: an infinite relative change
     (tmp_path / "a.json").write_text(json.dumps(zero))
     (tmp_path / "b.json").write_bytes(SUMMARY)
     r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "compare", str(tmp_path / "a.json"),
-                        str(tmp_path / "b.json"), "--json", "--all"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                        str(tmp_path / "b.json"), "--json", "--all"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 1, r.stderr                              # a regression: p50 grew from 0
 
     def refuse(name):
@@ -382,6 +403,7 @@ def test_dev_stdin_as_an_input_is_refused_not_waited_on(tmp_path):
     line, not a wait for ever."""
     import subprocess
     import sys
+
     from support.paths import ROOT
     (tmp_path / "s.yaml").write_bytes(SMALL)
     for argv, expected in ((["run", "/dev/stdin"], "/dev/stdin: expected a YAML file, got a FIFO (named pipe)"),

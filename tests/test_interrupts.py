@@ -111,7 +111,7 @@ def stop_once_recording(tmp_path, name, sig, ignore_sigint=False, attempts=4):
         if done or p.poll() is not None:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=60)
+            p.communicate(timeout=300)
             continue
         os.killpg(p.pid, sig)
         os.killpg(p.pid, signal.SIGCONT)
@@ -163,8 +163,8 @@ def test_the_interrupted_line_says_whether_anything_was_recorded(tmp_path):
 def test_a_commit_interrupted_between_its_steps_still_verifies(tmp_path):
     """kill -9 between the CSV renames and the summary rewrite: the scheduler is marked committing
     and its rows are all there; before the renames they are all absent. Both verify."""
-    from loadgen.model.job import Job
     from loadgen.measure.recorder import Recorder
+    from loadgen.model.job import Job
     from loadgen.output.storage import RunStore
     jobs = [Job(id=i, tenant="t", queue="q", cls="small", members=1, gpus_per_member=1, duration_s=10.0,
                 submit_s=float(i), min_available=1) for i in range(3)]

@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from fakes.kube.cluster import leftover_processes
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
-from support.kube import KUBE_DEFAULTS, bins, drive  # noqa: F401 (fixture)
+from support.kube import KUBE_DEFAULTS, drive
 
 pytestmark = pytest.mark.real
 
@@ -70,7 +70,10 @@ def by_kind(events, kind):
 
 def test_bimodal_trace_is_admitted_bound_and_finished(kube):
     jobs = bimodal(40)
-    done = lambda ev: len({e.job_id for e in ev if e.kind in (Kind.FINISHED, Kind.REJECTED, Kind.FAILED)}) >= len(jobs)
+
+    def done(ev):
+        return len({e.job_id for e in ev if e.kind in (Kind.FINISHED, Kind.REJECTED, Kind.FAILED)}) >= len(jobs)
+
     events, took = drive(kube, jobs, until_s=120, stop_when=done)
     admitted = {e.job_id: e.t for e in by_kind(events, Kind.ADMITTED)}
     assert set(admitted) == {j.id for j in jobs}, f"not admitted: {sorted({j.id for j in jobs} - set(admitted))}"
@@ -96,7 +99,10 @@ def test_bimodal_trace_is_admitted_bound_and_finished(kube):
 
 def test_eviction_and_node_failure_recreate_lost_members(kube):
     start = time.monotonic()
-    now = lambda: time.monotonic() - start
+
+    def now():
+        return time.monotonic() - start
+
     job = Job(id=2000, tenant="t1", queue="default", cls="small", members=2, gpus_per_member=8,
               duration_s=60.0, submit_s=now(), min_available=2, cpus_per_member=4)
     events = kube.submit(job, now())
@@ -141,7 +147,10 @@ def test_eviction_and_node_failure_recreate_lost_members(kube):
 def test_partial_gangs_under_fragmentation(kube):
     # One GPU pinned on 90 of 100 nodes: only 10 nodes can take a whole-node (8-GPU) member.
     start = time.monotonic()
-    now = lambda: time.monotonic() - start
+
+    def now():
+        return time.monotonic() - start
+
     kube.chaos(ChaosAction(0, "prefill", {"placements": [[n, 1] for n in range(90)], "duration_s": 40}), now())
     events = _wait(kube, start, lambda ev: kube.snapshot(now()).gpus_allocated >= 90, 60)
     base = kube.snapshot(now()).gpus_allocated
@@ -176,7 +185,10 @@ def test_etcd_quota_nospace_then_recovery(bins, tmp_path):
     try:
         target.start()
         start = time.monotonic()
-        now = lambda: time.monotonic() - start
+
+        def now():
+            return time.monotonic() - start
+
         target.chaos(ChaosAction(0, "etcd_fill", {"bytes": 4 * quota, "object_bytes": 900 * 1024}), now())
         _wait(target, start, lambda ev: "etcd_fill" in target.figures, 120)   # runs on the chaos thread
         fill = target.figures["etcd_fill"]

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from fakes.kube.sim import PodState, Scorer, num_feasible_nodes_to_find
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.target import ChaosAction
 from support.simkit import job, sim
 

@@ -10,7 +10,7 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import TargetContext
-from support.kube import KUBE_DEFAULTS, bins, drive  # noqa: F401 (fixture)
+from support.kube import KUBE_DEFAULTS, drive
 
 pytestmark = pytest.mark.real
 

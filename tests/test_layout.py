@@ -115,3 +115,13 @@ def test_loadgen_never_branches_on_a_scheduler_name():
                 if consts:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_every_project_module_a_module_imports_exists():
+    """A module moved without its importers fails here, not when a benchmark first imports it
+    (fakes/kube/costcurve.py imported fakes.real.kubefamily for a while after it had moved)."""
+    import importlib.util
+    missing = {f: sorted(n for n in names if n.split(".")[0] in ("loadgen", "fakes", "support")
+                         and importlib.util.find_spec(n) is None)
+               for package in ("loadgen", "fakes", "tests") for f, names in imports(package).items()}
+    assert {f: n for f, n in missing.items() if n} == {}

@@ -21,7 +21,6 @@ from loadgen.locust.plan import assign_tenants, build
 from loadgen.locust.process import Process
 from loadgen.locust.stats import REPORT, ms, nearest_rank
 from loadgen.measure.statistics import exact_quantile
-
 from support.paths import ROOT
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from loadgen.measure.statistics import exact_quantile
-from support.locust_process import LOCUSTFILE, free_port, jobs_rows, locust_rows, run_locust  # noqa: F401
+from support.locust_process import LOCUSTFILE, free_port, jobs_rows, locust_rows
 from support.paths import ROOT
 
 SCENARIO = """
@@ -29,7 +29,7 @@ def test_headless_run_writes_results_with_exact_tails(tmp_path, run_locust):
                    "--scenario", str(scenario), "--schedulers", "kube", "--time-scale", "300",
                    "--results-dir", str(out), "--csv", str(out / "locust"), "--html", str(out / "locust.html"),
                    "--exit-code-on-error", "0", "--only-summary")
-    assert p.wait(timeout=90) == 0, p.output()[-3000:]
+    assert p.wait(timeout=300) == 0, p.output()[-3000:]
 
     for name in ("summary.json", "summary.md", "jobs.csv", "timeseries.csv", "report.html", "locust_stats.csv",
                  "locust_failures.csv", "locust.html"):
@@ -99,7 +99,7 @@ def test_two_processes_merge_exact_latencies_at_master(tmp_path):
     jobs = jobs_rows(out / "jobs.csv")
     assert len({r["tenant"] for r in jobs}) == 4          # both shards' tenants reached the master
     stats = locust_rows(out / "locust_stats.csv")
-    for cls, by in kube["by_class"].items():
+    for cls in kube["by_class"]:
         lat_ms = [float(r["admission_s"]) * 1000 for r in jobs if r["cls"] == cls and r["admission_s"]]
         if lat_ms:
             assert float(stats[("ADMIT", f"kube/{cls}")]["99.9%"]) == pytest.approx(
@@ -109,6 +109,17 @@ def test_two_processes_merge_exact_latencies_at_master(tmp_path):
 
 def test_plain_locust_bad_argument_is_one_line_exit_2(tmp_path, run_locust):
     p = run_locust("-f", str(LOCUSTFILE), "--headless", "--scenario", str(tmp_path / "missing.yaml"))
-    assert p.wait(timeout=60) == 2
-    errors = [l for l in p.output().splitlines() if "error" in l.lower()]
+    assert p.wait(timeout=300) == 2
+    errors = [line for line in p.output().splitlines() if "error" in line.lower()]
     assert errors == [f"gangstorm: error: {tmp_path / 'missing.yaml'}: no such scenario file"], p.output()
+
+
+def test_a_bad_trace_read_when_the_test_starts_is_one_line_exit_2(tmp_path, run_locust):
+    (tmp_path / "t.jsonl").write_text('{"id": 1, "members": 0, "gpus_per_member": 1, "duration_s": 5, '
+                                      '"submit_s": 0}\n')
+    (tmp_path / "s.yaml").write_text(f"name: bad-trace\nfleet: {{nodes: 10}}\nduration_h: 0.1\n"
+                                     f"workload: {{trace: {tmp_path / 't.jsonl'}}}\n")
+    p = run_locust("-f", str(LOCUSTFILE), "--headless", "-u", "1", "-r", "1", "--scenario", str(tmp_path / "s.yaml"))
+    assert p.wait(timeout=120) == 2, p.output()[-3000:]
+    errors = [line for line in p.output().splitlines() if line.startswith("gangstorm: error:")]
+    assert errors == [f"gangstorm: error: {tmp_path / 't.jsonl'}: line 1: members: expected >= 1, got 0"], p.output()

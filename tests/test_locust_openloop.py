@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from loadgen.model.job import Job
 from loadgen.input.traces import export_jsonl
-from support.locust_process import LOCUSTFILE, locust_rows, run_locust  # noqa: F401
+from loadgen.model.job import Job
+from support.locust_process import locust_rows
 
 SERVICE_S = 0.05          # one submission at a time, 50 ms each: 20/s capacity
 RATE = 40.0               # jobs per wall second offered: twice the capacity

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from support.browser import ARTIFACTS, chromium  # noqa: F401 (the chromium fixture)
-from support.locust_process import LOCUSTFILE, free_port, run_locust  # noqa: F401
+from support.browser import ARTIFACTS
+from support.locust_process import LOCUSTFILE, free_port
 
 
 def _get(url: str) -> dict:

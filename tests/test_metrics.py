@@ -28,9 +28,9 @@ def test_cost_model_matches_the_seed_formula():
 
 
 def _recorder(events, members=2, gpm=8):
+    from loadgen.measure.recorder import Recorder
     from loadgen.model.events import Event, Kind
     from loadgen.model.job import Job
-    from loadgen.measure.recorder import Recorder
     rec = Recorder([Job(id=1, tenant="a", queue="q", cls="large", members=members, gpus_per_member=gpm,
                         duration_s=100.0, submit_s=0.0, min_available=members)])
     rec.record([Event(t, 1, Kind(k), m) for t, k, m in events])

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from loadgen.locust.lanes import event_row, row_event
+from loadgen.measure.placement import quality
+from loadgen.measure.recorder import Recorder
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
-from loadgen.measure.placement import quality
-from loadgen.measure.recorder import Recorder
 
 FLEET = Fleet(nodes=16, leaf_size=4, leaves_per_spine=2)      # leaves 0-3, spines {0,1} {2,3}
 

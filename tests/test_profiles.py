@@ -9,7 +9,6 @@ import yaml
 
 from loadgen.input.profile import BUILTIN_DIR, load
 from loadgen.input.scenario import from_dict
-
 from support.paths import ROOT
 
 
@@ -50,7 +49,8 @@ def test_a_profile_file_of_ones_own_times_the_simulated_schedulers(tmp_path):
     assert slow["profile"]["path"] == str(path)
     assert slow["schedulers"]["kube"]["model"]["calibrated"] is False      # no validation in the file
     assert "UNCALIBRATED" in (tmp_path / "slow" / "summary.md").read_text()
-    assert slow["schedulers"]["kube"]["admission_s"]["p50"] > outs["local"]["schedulers"]["kube"]["admission_s"]["p50"] + 0.4
+    assert (slow["schedulers"]["kube"]["admission_s"]["p50"]
+            > outs["local"]["schedulers"]["kube"]["admission_s"]["p50"] + 0.4)
 
 
 def test_a_broken_profile_is_one_line_and_exit_2(tmp_path):

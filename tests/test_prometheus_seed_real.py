@@ -15,18 +15,18 @@ import yaml
 
 from fakes.kube.cluster import leftover_processes
 from fakes.prom import PrometheusServer, ScrapeJob
-from loadgen.live.exposition import BUCKET_GROWTH
 from loadgen.drive.lifecycle import Lifecycle
-from loadgen.measure.statistics import summarize
+from loadgen.drive.runner import run_wall
+from loadgen.live.endpoint import Exposed
+from loadgen.live.exposition import BUCKET_GROWTH
 from loadgen.live.prometheus import queries
+from loadgen.measure.recorder import Recorder
+from loadgen.measure.statistics import summarize
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ActivitySpec, ImageSpec, RendezvousSpec, StartupSpec
 from loadgen.model.target import TargetContext
-from loadgen.measure.recorder import Recorder
-from loadgen.drive.runner import run_wall
-from loadgen.live.endpoint import Exposed
-from support.kube import KUBE_DEFAULTS, bins  # noqa: F401 (fixture)
+from support.kube import KUBE_DEFAULTS
 
 pytestmark = pytest.mark.real
 

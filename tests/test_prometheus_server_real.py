@@ -136,7 +136,6 @@ def test_the_process_group_is_gone_after_stop(tmp_path):
     server = PrometheusServer(tmp_path, [ScrapeJob("down", [f"127.0.0.1:{procs.free_port()}"])]).start()
     pid = server.proc.pid
     assert os.getpgid(pid) == pid and group_members(pid) == [pid]
-    assert server.ready_s < 30
     server.stop()
     assert group_members(pid) == []
     server.stop()                                   # idempotent

@@ -2,13 +2,13 @@
 import numpy as np
 import pytest
 
-from loadgen.model.events import Kind
-from loadgen.measure.recorder import Recorder
+from loadgen.input import chaos
 from loadgen.input.scenario import from_dict
+from loadgen.input.workload import generate
+from loadgen.measure.recorder import Recorder
+from loadgen.model.events import Kind
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
-from loadgen.input import chaos
-from loadgen.input.workload import generate
 
 SCHEDULERS = ["kube", "volcano", "ray", "slurm"]
 

@@ -149,7 +149,8 @@ def test_ray_nodes_flag_takes_only_raylet_or_fakelet():
 def target(tmp_path_factory):
     ray_or_fail()
     yield from started(TargetContext(
-        fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7, run_dir=tmp_path_factory.mktemp("ray-fakelets"),
+        fleet=Fleet(nodes=NODES, leaf_size=4), control_plane={}, seed=7,
+                                     run_dir=tmp_path_factory.mktemp("ray-fakelets"),
         config={"multi_node_strategy": "STRICT_SPREAD", "single_node_strategy": "PACK",
                 "nodes": "fakelet", "fakelet_syncer": "node", "fakelets_per_process": 5}))
 

@@ -1,16 +1,19 @@
 """Simulated Ray GCS: one placement group at a time, its cost, the rank-ordered pending queue with
 retry backoff, the periodic Tick, RESCHEDULING ahead of everyone, infeasible groups."""
+from collections import Counter
+
 import pytest
 
 from fakes.ray.sim import SimRay
+from loadgen.input.scenario import from_dict
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction, TargetContext
-from loadgen.input.scenario import from_dict
 from support.simkit import job, sim
 
-# GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 + 10 us per alive node; 2 ms round trips.
+# GCS work 1 ms + 0.5 ms per bundle + 100 us per bundle^2 on one node + 10 us per alive node; 2 ms round trips.
 COSTS = {"observe_ms": 0, "gcs_base_ms": 1, "gcs_per_bundle_ms": 0.5, "gcs_per_bundle_sq_us": 100,
-         "gcs_per_node_us": 10, "commit_rtt_ms": 2}
+         "gcs_per_node_us": 10, "gcs_per_node_scored_ns": 0, "commit_rtt_ms": 2, "commit_per_node_ms": 0,
+         "gcs_followup_ratio": 0}
 
 
 def ray(jobs, nodes=16, end=2000.0, chaos=(), **over):
@@ -18,12 +21,51 @@ def ray(jobs, nodes=16, end=2000.0, chaos=(), **over):
     return sim("ray", jobs, nodes=nodes, end=end, chaos=chaos, overrides=cfg)
 
 
-def test_a_group_costs_the_gcs_its_bundles_squared_and_the_alive_nodes_then_two_round_trips():
+def test_a_group_costs_the_gcs_its_bundles_squared_per_node_and_the_alive_nodes_then_two_round_trips():
+    # STRICT_SPREAD: 4 nodes with one bundle each, 4 x 1^2
     _, rec, _ = ray([job(0, 4, t=0)])
-    assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 16 * 0.1 + 16 * 0.01 + 2 * 2) / 1e3)
+    assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 4 * 0.1 + 16 * 0.01 + 2 * 2) / 1e3)
     down = [ChaosAction(0, "node_fail", {"nodes": list(range(10, 16))})]
     _, rec, _ = ray([job(0, 4, t=1)], chaos=down)
-    assert rec.admit[0] == pytest.approx(1 + (1 + 4 * 0.5 + 16 * 0.1 + 10 * 0.01 + 2 * 2) / 1e3)
+    assert rec.admit[0] == pytest.approx(1 + (1 + 4 * 0.5 + 4 * 0.1 + 10 * 0.01 + 2 * 2) / 1e3)
+
+
+def test_spread_scores_every_alive_node_once_per_bundle():
+    # 4 bundles x 16 nodes x 1 us scored, on top of the group's other costs
+    for strategy in ("SPREAD", "STRICT_SPREAD"):
+        _, rec, _ = ray([job(0, 4, gpus=2)], multi_node_strategy=strategy, gcs_per_node_scored_ns=1000)
+        assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 0.4 + 0.16 + 4 * 16 * 0.001 + 2 * 2) / 1e3)
+
+
+def test_strict_pack_scores_the_nodes_once_and_pack_once_per_node_it_fills():
+    one_pass = (1 + 4 * 0.5 + 1.6 + 0.16 + 16 * 0.001 + 2 * 2) / 1e3          # 4 bundles on one node: 4^2
+    _, rec, _ = ray([job(0, 4, gpus=2)], multi_node_strategy="STRICT_PACK", gcs_per_node_scored_ns=1000)
+    assert rec.admit[0] == pytest.approx(one_pass)
+    _, rec, _ = ray([job(0, 4, gpus=2)], multi_node_strategy="PACK", gcs_per_node_scored_ns=1000)
+    assert rec.admit[0] == pytest.approx(one_pass)                        # 4 x 2 GPUs fill one 8-GPU node
+    t, rec, _ = ray([job(0, 4, gpus=4, dur=1000)], end=100, multi_node_strategy="PACK", gcs_per_node_scored_ns=1000)
+    assert len({n for n, _, _ in t.state.holdings[0]}) == 2
+    # 4 x 4 GPUs take two nodes: two passes, 2^2 + 2^2 bundle pairs
+    assert rec.admit[0] == pytest.approx(one_pass + (16 * 0.001 - 1.6 + 0.8) / 1e3)
+
+
+def test_each_round_waits_for_the_nodes_it_calls_in_turn():
+    # STRICT_SPREAD over 4 nodes: two rounds of 4 calls at 0.25 ms each
+    _, rec, _ = ray([job(0, 4, t=0)], commit_per_node_ms=0.25)
+    assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 4 * 0.1 + 16 * 0.01 + 2 * (2 + 4 * 0.25)) / 1e3)
+    _, rec, _ = ray([job(0, 4, gpus=2)], multi_node_strategy="STRICT_PACK", commit_per_node_ms=0.25)
+    assert rec.admit[0] == pytest.approx((1 + 4 * 0.5 + 1.6 + 0.16 + 2 * (2 + 0.25)) / 1e3)
+
+
+def test_no_attempt_starts_while_the_gcs_follows_up_a_created_group():
+    # job 0's attempt takes 5.76 ms; its follow-up keeps the GCS half that again; job 1, waiting
+    # since 1 ms, starts at 8.64 ms
+    one = (1 + 0.5 + 0.1 + 0.16 + 4) / 1e3
+    jobs = [job(0, 1, t=0, dur=100), job(1, 1, t=0.001, dur=100)]
+    _, rec, _ = ray(jobs, gcs_followup_ratio=0.5)
+    assert list(rec.admit) == pytest.approx([one, one * 1.5 + one])
+    _, rec, _ = ray(jobs, gcs_followup_ratio=0)
+    assert list(rec.admit) == pytest.approx([one, 2 * one])
 
 
 def test_the_gcs_schedules_one_group_at_a_time():
@@ -71,6 +113,15 @@ def test_strict_spread_uses_distinct_nodes():
     assert len(set(nodes)) == 4
 
 
+def test_bundles_go_to_the_nodes_with_the_most_left_as_rays_scorer_rates_them():
+    # node 0 holds 6 of its 8 GPUs: a 2-GPU job goes to an empty node, not into node 0's last two
+    t, _, _ = ray([job(0, 1, gpus=6, dur=1000), job(1, 1, gpus=2, t=1, dur=1000)], nodes=2, end=100)
+    assert [n for n, _, _ in t.state.holdings[1]] == [1]
+    # SPREAD with more bundles than nodes: once on every node, then over them again, evenly
+    t, _, _ = ray([job(0, 12, gpus=1, dur=1000)], nodes=4, end=100, multi_node_strategy="SPREAD")
+    assert sorted(Counter(n for n, _, _ in t.state.holdings[0]).values()) == [3, 3, 3, 3]
+
+
 def test_node_death_reschedules_only_lost_bundles():
     t, rec, events = ray([job(0, 2, dur=1000)], nodes=4, end=100,
                          chaos=[ChaosAction(10, "node_fail", {"nodes": [0]})])
@@ -96,7 +147,7 @@ def test_an_infeasible_group_waits_for_a_node_to_be_added():
     down = ChaosAction(0, "node_fail", {"nodes": [3, 4]})
     up = ChaosAction(100, "node_recover", {"nodes": [3, 4]})
     t, rec, _ = ray([job(0, 4, t=1)], nodes=5, chaos=[down, up])
-    assert rec.admit[0] == pytest.approx(100 + (1 + 2 + 1.6 + 0.05 + 4) / 1e3)
+    assert rec.admit[0] == pytest.approx(100 + (1 + 2 + 0.4 + 0.05 + 4) / 1e3)
     assert t.counters["schedule_failures"] == 1            # no retries while infeasible
 
 
@@ -108,5 +159,5 @@ def test_an_evicted_group_is_removed_and_created_again_whole_as_the_real_adapter
     kinds = [(e.kind, e.members) for e in events if e.job_id == 0 and 9 < e.t < 11]
     assert (Kind.EVICTED, 0) in kinds and (Kind.REQUEUED, 0) in kinds
     readmitted = [e.t for e in events if e.job_id == 0 and e.kind is Kind.ADMITTED and e.t > 10]
-    one = (1 + 4 * 0.5 + 16 * 0.1 + 16 * 0.01 + 2 * 2) / 1e3
+    one = (1 + 4 * 0.5 + 4 * 0.1 + 16 * 0.01 + 2 * 2) / 1e3
     assert readmitted == [pytest.approx(10.0 + one)]

@@ -21,12 +21,12 @@ from fakes.ray.fleet import ray_processes
 from fakes.ray.survey import pg_prefix, survey
 from fakes.real.procfs import memory_kib
 from fakes.real.procs import alive, session_pids
+from loadgen.drive.runner import run_wall
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import Existing, TargetContext
-from loadgen.drive.runner import run_wall
 from support.ray_fleet import ray_or_fail
 from support.recording import Recording
 
@@ -150,7 +150,7 @@ def test_gangs_on_warm_nodes_are_ready_after_the_container_start(targets):
     run_wall(t, jobs, [], end_s=60.0, sample_every_s=0.5, rec=rec, progress=measure)
     got = placements(t, {11, 12})
     assert sorted(got) == [11, 12], f"members never all up: {t.control_plane()}"
-    for gid, (placed, model, ready) in got.items():
+    for placed, model, ready in got.values():
         assert model - placed == pytest.approx(CONTAINER_S, abs=1e-6), "nodes should hold the image"
         assert CONTAINER_S - CLOCK_SLACK_S <= ready - placed < CONTAINER_S + WORKER_START_BOUND_S
     cp = t.control_plane()

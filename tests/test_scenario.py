@@ -5,7 +5,6 @@ import sys
 import pytest
 
 from loadgen.input.scenario import ScenarioError, from_dict, load
-
 from support.paths import ROOT
 
 

@@ -15,7 +15,10 @@ def _kube(release_ms: float, observe_ms: float = 0.0):
 def test_a_finished_jobs_resources_come_back_release_ms_later():
     _, now, ev0 = _kube(0)
     _, late, ev2 = _kube(2000)
-    finished = lambda evs: [e.t for e in evs if e.job_id == 0 and e.kind is Kind.FINISHED]
+
+    def finished(evs):
+        return [e.t for e in evs if e.job_id == 0 and e.kind is Kind.FINISHED]
+
     assert finished(ev0) == finished(ev2)                  # the job is done at the same moment
     assert late.admit[1] - now.admit[1] == pytest.approx(2.0)   # its GPUs are usable 2 s later
 

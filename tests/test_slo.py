@@ -11,7 +11,8 @@ def test_fragmentation_kube_holds_partial_gangs_gang_schedulers_do_not(gangstorm
     assert s["kube"]["gangs_ever_partial"] > 0
     for name in ("volcano", "ray", "slurm"):
         assert s[name]["partial_gang_gpu_hours"] == 0, name
-    assert s["volcano"]["by_class"]["large"]["admission_s"]["p99"] < s["kube"]["by_class"]["large"]["admission_s"]["p99"]
+    assert (s["volcano"]["by_class"]["large"]["admission_s"]["p99"]
+            < s["kube"]["by_class"]["large"]["admission_s"]["p99"])
 
 
 def test_coscheduling_removes_kubes_partial_gangs(gangstorm_run):

@@ -6,15 +6,15 @@ import time
 import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from fakes.slurm.conf import read_sched_config, scheduler_lines
 from fakes.slurm.fleet import SlurmMissing, require_slurm
 from fakes.slurm.hostlist import compress, expand
-from loadgen.model.events import Kind
-from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
 from fakes.slurm.sdiag import parse_sdiag
 from fakes.slurm.target import RealSlurm
+from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
 from support.slurm import FAST, pids_of
 
 NODES = 64
@@ -116,7 +116,8 @@ def test_bimodal_trace_gangs_chaos_and_cleanup(slurm):
         kinds.setdefault(e.kind, []).append(e)
 
     # Every job admitted, every job finished; none rejected or failed.
-    assert not kinds.get(Kind.REJECTED) and not kinds.get(Kind.FAILED), kinds.get(Kind.REJECTED) or kinds.get(Kind.FAILED)
+    assert not kinds.get(Kind.REJECTED) and not kinds.get(Kind.FAILED), (kinds.get(Kind.REJECTED)
+                                                                         or kinds.get(Kind.FAILED))
     admitted = {e.job_id for e in kinds[Kind.ADMITTED]}
     assert admitted == set(by_id)
     assert {e.job_id for e in kinds[Kind.FINISHED]} == set(by_id)
@@ -124,7 +125,7 @@ def test_bimodal_trace_gangs_chaos_and_cleanup(slurm):
     # Each gang started on all its nodes at once: one StartTime, NodeList of `members` distinct nodes.
     for tr in slurm.jobs.values():
         assert tr.starts, tr.job
-        for obs, start_epoch, nodes in tr.starts:
+        for _obs, start_epoch, nodes in tr.starts:
             assert start_epoch is not None
             assert len(nodes) == len(set(nodes)) == tr.job.members, (tr.job, nodes)
 
@@ -194,7 +195,7 @@ def test_evict_prefill_and_unsupported(slurm):
     assert [e.kind for e in ev] == [Kind.EVICTED]
     drained = set(slurm.jobs[1].nodes)
     states = slurm.cluster.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout
-    assert all(("drain" in l) for l in states.splitlines() if l.split()[0] in drained), states
+    assert all(("drain" in line) for line in states.splitlines() if line.split()[0] in drained), states
     requeued = False
     while time.monotonic() - t0 < 90 and not requeued:
         events = slurm.advance(time.monotonic() - t0)

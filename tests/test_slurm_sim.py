@@ -10,7 +10,8 @@ from support.simkit import job, sim
 # 1 ms per RPC; a main cycle costs 10 ms + 1 ms per job tested; backfill is free unless a test says;
 # a finished job's nodes come back at once. Every cost is set here, none taken from a profile.
 COSTS = {"observe_ms": 0, "release_ms": 0, "rpc_ms": 1, "main_cycle_base_ms": 10, "main_cycle_per_job_us": 1000,
-         "main_cycle_per_job_node_ns": 0, "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0, "bf_cycle_per_job_node_ns": 0}
+         "main_cycle_per_job_node_ns": 0, "bf_cycle_base_ms": 0, "bf_cycle_per_job_us": 0,
+         "bf_cycle_per_job_node_ns": 0}
 
 
 def slurm(jobs, nodes=16, end=3000.0, chaos=(), leaf_size=4, **over):

@@ -17,12 +17,12 @@ import pytest
 
 from fakes.slurm.fleet import SlurmFleet, SlurmMissing, marked_pids, require_slurm
 from fakes.slurm.target import RealSlurm
+from loadgen.drive.runner import run_wall
 from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
-from loadgen.drive.runner import run_wall
 from support.recording import Recording
 from support.slurm import FAST, pids_of
 
@@ -55,7 +55,7 @@ class SlurmView(threading.Thread):
                 self.seen.append((t, int(sid), state, reason))
             self.halt.wait(0.1)
 
-    def __enter__(self) -> "SlurmView":
+    def __enter__(self) -> SlurmView:
         self.start()
         return self
 

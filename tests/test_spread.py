@@ -4,8 +4,15 @@ import math
 
 import pytest
 
-from loadgen.measure.spread import (Interval, mann_whitney, median_interval, min_seeds_for, paired_difference,
-                                    unpaired_difference, wilcoxon_signed_rank)
+from loadgen.measure.spread import (
+    Interval,
+    mann_whitney,
+    median_interval,
+    min_seeds_for,
+    paired_difference,
+    unpaired_difference,
+    wilcoxon_signed_rank,
+)
 
 
 def test_ten_seeds_give_the_second_and_ninth_values_at_97_9_percent():

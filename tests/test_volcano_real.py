@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
 
@@ -154,7 +153,8 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     assert [e for e in d.events if e.job_id in ids and e.kind in (Kind.BOUND, Kind.ADMITTED)] == []
     assert target.snapshot(d.now()).running_jobs == 0                 # the fleet stayed idle throughout
     groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")
-    why = sorted(c.get("message", "") for g in groups["items"] if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
+    why = sorted(c.get("message", "") for g in groups["items"]
+                 if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
                  for c in g.get("status", {}).get("conditions", []))
     # vc-scheduler's own words: 10 members within 85.3 GPUs deserved, the last 2 not allocatable
     assert len(why) == 3 and all(m.endswith("12 Pending, 12 minAvailable; Pending: 10 Schedulable, 2 Unschedulable")
@@ -167,7 +167,8 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     # 5 s apart instead, two run at once (each queue's request is all it holds) and the third
     # runs when the first finishes (its queue's request drops to 0)
     _, rec, _ = sim("volcano", [gang(i, t, 12, 8, 30, submit_s=5.0 * i) for i, t in
-                                zip(range(3), ("share-a", "share-b", "share-c"))], nodes=NODES, end=600, leaf_size=NODES)
+                                zip(range(3), ("share-a", "share-b", "share-c"))], nodes=NODES, end=600,
+                    leaf_size=NODES)
     admitted = rec.admit
     assert admitted[1] < admitted[0] + 30 < admitted[2]
 
@@ -237,6 +238,7 @@ def test_reclaim_takes_gpus_back_for_an_underserved_queue(tmp_path):
 # --- what the adapter writes (no cluster) ------------------------------------------------------
 def test_scheduler_conf_names_actions_and_tiers():
     import yaml
+
     from fakes.volcano.controlplane import scheduler_conf
     conf = yaml.safe_load(scheduler_conf({"actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
                                           "plugins": ["gang", "priority", "proportion", "binpack"],
@@ -273,6 +275,7 @@ def test_queue_names_stay_valid_and_distinct_when_the_run_label_leaves_little_ro
     """On an existing cluster a queue is gs-<run label>-<tenant>; a plain cut at 60 characters
     ended one tenant's name on '-', and the apiserver refused that queue and all its jobs (422)."""
     import re
+
     from fakes.volcano.target import dns_name
     label = "gs-20261205-004054-existing-small-f1b4a7"
     pearson, scott = dns_name(f"{label}-pearson-moreno-and-pittm"), dns_name(f"{label}-scott-howard-and-vaughn")

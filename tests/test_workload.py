@@ -1,11 +1,10 @@
 """The seeded bimodal workload: Little's law, churn multiplier, traces."""
-import numpy as np
 import pytest
 
 from loadgen.input.scenario import from_dict
 from loadgen.input.traces import TraceError, export_jsonl, import_jsonl, import_openb
 from loadgen.input.workload import generate
-
+from loadgen.model.job import Job
 from support.paths import OPENB_SLICE, TRACES
 
 
@@ -66,6 +65,14 @@ def test_jsonl_round_trip(tmp_path):
     export_jsonl(jobs, tmp_path / "t.jsonl", {"seed": 9})
     back, meta = import_jsonl(tmp_path / "t.jsonl")
     assert back == jobs and meta["seed"] == 9
+
+
+def test_jobs_without_a_name_round_trip(tmp_path):
+    jobs = [Job(id=i, tenant="t0", queue="q", cls="small", members=1, gpus_per_member=1, duration_s=60.0,
+                submit_s=float(i), min_available=1) for i in range(3)]
+    export_jsonl(jobs, tmp_path / "t.jsonl")
+    back, _ = import_jsonl(tmp_path / "t.jsonl")
+    assert back == jobs and [j.name for j in back] == ["", "", ""]
 
 
 def test_jsonl_errors_name_line_and_field(tmp_path):

@@ -3,7 +3,7 @@
 The subset of KubeCluster the Kubernetes-family adapters use, without owning the cluster: stop()
 ends only what gangstorm started here (its own kwok controller for run-labelled nodes), etcd is
 reached only through `--etcd-endpoint`, and the scheduler's /metrics is not assumed reachable.
-Everything the run writes carries the run label; fakes/real/kubefamily.py deletes it at exit.
+Everything the run writes carries the run label; fakes/kube/family/ deletes it at exit.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class AttachedCluster:
         self.restarts: list[dict] = []
         self.extra: dict[str, Component] = {}
 
-    def start(self) -> "AttachedCluster":
+    def start(self) -> AttachedCluster:
         t0 = time.monotonic()
         client = self.api_client()
         self.url = client.configuration.host
@@ -52,7 +52,8 @@ class AttachedCluster:
         return self
 
     def api_client(self, qps_threads: int = 16):
-        from kubernetes import client as k8s, config as k8s_config
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
         cfg = k8s.Configuration()
         k8s_config.load_kube_config(config_file=str(self.kubeconfig), context=self.existing.context,
                                     client_configuration=cfg)

@@ -1,6 +1,6 @@
 """The cluster operations behind the Kubernetes-family chaos kinds: etcd quota pressure and recovery,
 failing and recovering a node. Plain calls on a CoreV1Api (and the cluster's etcdctl); the adapter
-decides when to run them and what they mean for its gangs (fakes/real/kubefamily.py).
+decides when to run them and what they mean for its gangs (fakes/kube/family/).
 """
 from __future__ import annotations
 

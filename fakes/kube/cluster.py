@@ -21,10 +21,11 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -108,7 +109,7 @@ class KubeCluster:
         self._stopped = True
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def __enter__(self) -> "KubeCluster":
+    def __enter__(self) -> KubeCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -126,7 +127,7 @@ class KubeCluster:
                               env=env, capture_output=True, text=True, timeout=timeout,
                               check=check, start_new_session=True)
 
-    def start(self) -> "KubeCluster":
+    def start(self) -> KubeCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         stages = self.spec.stages or KWOK_CONFIG / "stages.yaml"
@@ -273,7 +274,8 @@ class KubeCluster:
 
     def api_client(self, qps_threads: int = 16):
         """A kubernetes.client.ApiClient on the admin kubeconfig (client certs)."""
-        from kubernetes import client as k8s, config as k8s_config
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
         cfg = k8s.Configuration()
         k8s_config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
         cfg.connection_pool_maxsize = max(qps_threads, 4)

@@ -40,14 +40,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fakes.kube import evidence, metrics, schedperf
 from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
+from fakes.kube.family.cluster import apiserver_args
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
-from fakes.real.kubefamily import apiserver_args
 from loadgen.model.fleet import Fleet
 
 OUT = schedperf.OUT
@@ -203,7 +202,8 @@ class Probe:
         sched, api = means_ms(s0, s1), means_ms(a0, a1)
         out = {"pods": pods, "threads": threads, "all_bound": ok,
                "created_per_s": round(pods / created_s, 1), "bound_per_s": round(done / (last - t0), 1),
-               "active_queue_max": max(depth, default=0.0), "active_queue_mean": round(statistics.fmean(depth), 1) if depth else 0.0,
+               "active_queue_max": max(depth, default=0.0),
+               "active_queue_mean": round(statistics.fmean(depth), 1) if depth else 0.0,
                "scheduler_ms": sched, "serial_cycle_ms": serial_cycle(sched),
                "apiserver_ms": {"bind": api.get("bind"), "create": api.get("create")}}
         out["limited_by"] = limiting_side(out)
@@ -233,7 +233,8 @@ def limiting_side(b: dict) -> str:
     busy = cyc / 1000.0 * b["bound_per_s"]
     limiter = b["scheduler_ms"].get("client_limiter") or 0.0
     if b["bound_per_s"] >= 0.9 * b["created_per_s"] and b["active_queue_max"] < 0.1 * b["pods"]:
-        return f"creates: binds kept pace ({b['bound_per_s']}/s vs {b['created_per_s']}/s created), activeQ peak {b['active_queue_max']:.0f}"
+        return (f"creates: binds kept pace ({b['bound_per_s']}/s vs {b['created_per_s']}/s created), "
+                f"activeQ peak {b['active_queue_max']:.0f}")
     if busy > 0.7:
         return f"scheduling cycle: {cyc:.2f} ms x {b['bound_per_s']}/s = {busy:.0%} of the loop busy"
     if limiter > 10.0:
@@ -301,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=16, help="client threads creating the burst")
     ap.add_argument("--qps", type=float, default=5000.0, help="kube-scheduler clientConnection qps and burst")
     ap.add_argument("--perf", action="store_true", help="also run scheduler_perf SchedulingBasic at each size")
-    ap.add_argument("--perf-runs", type=int, default=3, help="scheduler_perf runs per size (the figure is their median)")
+    ap.add_argument("--perf-runs", type=int, default=3,
+                    help="scheduler_perf runs per size (the figure is their median)")
     args = ap.parse_args(argv)
     for n in (int(x) for x in args.sizes.split(",")):
         r = measure(n, args)

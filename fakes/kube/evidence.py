@@ -60,7 +60,7 @@ def command_line() -> str:
 
 
 def started() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def write(path: Path, data: dict) -> Path:

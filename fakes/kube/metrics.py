@@ -10,7 +10,7 @@ import math
 import re
 import warnings
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import urllib3

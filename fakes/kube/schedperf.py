@@ -57,7 +57,8 @@ def module_dir() -> Path:
 def binary() -> Path:
     path = default_bin_dir() / BINARY
     if not os.access(path, os.X_OK):
-        raise FileNotFoundError(f"{path} missing: run `make scheduler-perf` (builds it from k8s.io/kubernetes {KUBE_VERSION})")
+        raise FileNotFoundError(f"{path} missing: run `make scheduler-perf` (builds it from k8s.io/kubernetes "
+                                f"{KUBE_VERSION})")
     return path
 
 
@@ -110,7 +111,8 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
             out["below_threshold"] = below.group(0)
         # the throughput collector's progress: elapsed s, attempts, scheduled (scheduler), observed, rate
         out["samples"] = [[float(x.rstrip("s")) for x in line.split()[:1]] + [float(x) for x in line.split()[1:]]
-                          for d in glob.glob(str(items / "*.dat")) for line in Path(d).read_text().splitlines() if line.strip()]
+                          for d in glob.glob(str(items / "*.dat"))
+                          for line in Path(d).read_text().splitlines() if line.strip()]
         if keep is not None:
             shutil.copy(log, keep)
         return out

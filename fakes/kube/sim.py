@@ -40,7 +40,6 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 
@@ -127,7 +126,8 @@ class Scorer:
             std = np.sqrt(((fc - mean) ** 2 + (fm - mean) ** 2 + (fg - mean) ** 2) / 3)
             return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
         fit = (self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem] + self.fit["gpu"][free_gpus]) // self.weight_sum
-        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)   # + BalancedAllocation(cpu, memory)
+        # + BalancedAllocation(cpu, memory)
+        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)
 
 
 class SimKube(KubeTraits, KubeFamily):
@@ -239,7 +239,8 @@ class SimKube(KubeTraits, KubeFamily):
     def _cycle_s(self, examined: int, scored: int = 0) -> float:
         """The serial cycle: fixed part, Filter over the nodes examined, Score over the nodes scored."""
         c = self.cfg
-        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
+        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined
+                                      + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
 
     def _tick(self, t: float) -> None:
         self.tick_pending = False

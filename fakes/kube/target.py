@@ -1,7 +1,7 @@
 """Real kube-scheduler on KWOK nodes: a gang is N plain pods the adapter creates itself.
 
 The cluster, the pod watch, admission, completion by KWOK and chaos are the Kubernetes family's
-(fakes/real/kubefamily.py). What is kube's own: there is no coscheduling, so members bind one by
+(fakes/kube/family/). What is kube's own: there is no coscheduling, so members bind one by
 one and partial gangs hold GPUs; a refused create is retried every client_retry_s until
 submit_timeout_s (both time-scaled), as the simulated kube does; a lost member is recreated while
 its siblings keep their nodes, as a Job controller would; and by default the adapter ends a gang
@@ -212,5 +212,6 @@ class RealKube(KubeTraits, RealKubeFamily):
         if sched.get("attempt_s_total") is not None:
             # what the simulated scheduler reports as busy_s, from kube-scheduler's own metrics
             out["busy_s"] = {"scheduling-cycle": sched["attempt_s_total"],
-                             "client-qps-limiter": round(sched["client_requests"] / float(self.cfg.get("api_qps", 50)), 6)}
+                             "client-qps-limiter": round(sched["client_requests"]
+                                                         / float(self.cfg.get("api_qps", 50)), 6)}
         return out

@@ -68,7 +68,7 @@ class PrometheusServer:
         return PromClient(self.url)
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "PrometheusServer":
+    def start(self) -> PrometheusServer:
         if self.proc is not None:
             return self
         if not (os.path.isfile(self.binary) and os.access(self.binary, os.X_OK)):
@@ -132,7 +132,7 @@ class PrometheusServer:
             pass
         self.proc = None
 
-    def __enter__(self) -> "PrometheusServer":
+    def __enter__(self) -> PrometheusServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -7,8 +7,9 @@ the scenario's fleet or fewer GPUs on one of them; refused (ForeignWorkloads) wh
 holds placement groups, actors or jobs gangstorm did not create, unless --allow-foreign-workloads.
 
 Blast radius: the run creates only placement groups named gs-<run label>-<id> (and, with a startup
-section, one member actor per bundle named gs-<run label>-<id>-...) and removes all of them at stop; evict removes and recreates its own groups; prefill pins its own groups with the
-node's ray.io/node-id label. node_fail and node_recover are not run (ChaosUnsupported,
+section, one member actor per bundle named gs-<run label>-<id>-...) and removes all of them at
+stop; evict removes and recreates its own groups; prefill pins its own groups with the node's
+ray.io/node-id label. node_fail and node_recover are not run (ChaosUnsupported,
 NODE_CHAOS_UNSUPPORTED says why).
 """
 from __future__ import annotations

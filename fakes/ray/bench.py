@@ -17,8 +17,8 @@ import numpy as np
 
 from fakes.real.procfs import listeners, memory_kib
 from fakes.real.procs import session_pids
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import TargetContext
 
@@ -98,7 +98,7 @@ def bench(nodes: int, seconds: float, serial: int, inflight: int, out: Path | No
             time.sleep(0.001)
         ts = np.array([a for a, _ in admitted if a >= start + 2.0])   # skip the first 2 s (ramp)
         window = seconds - 2.0
-        lat2 = np.array([l for _, l in admitted])
+        lat2 = np.array([lat for _, lat in admitted])
         result["sustained_pack_1gpu"] = {
             "groups_per_s": round(len(ts) / window, 1) if window > 0 else None,
             "inflight": inflight, "seconds": seconds,

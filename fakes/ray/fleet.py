@@ -76,8 +76,9 @@ class RayFleet:
     def __init__(self, model: Fleet, workdir: Path | None = None, boot_timeout_s: float = 600.0,
                  kind: str = "raylet", syncer: str = "node", per_process: int = 2000,
                  gcs_config: dict[str, str] | None = None, ray_tmpdir: str | None = None,
-                 front: str | None = None):
+                 front: str | None = None, extra_resources: dict[int, dict[str, float]] | None = None):
         self.model = model
+        self.extra_resources = extra_resources or {}     # node index -> more custom resources it declares
         self.front = front                # fakelets: fakelet-front's path, or None (Python servers)
         self.given_tmpdir = ray_tmpdir    # `cluster up`'s own (fakes/ray/launch.py finds stragglers by it)
         self.kind, self.syncer, self.per_process = kind, syncer, per_process
@@ -103,7 +104,7 @@ class RayFleet:
         return {**RAY_ENV, "RAY_TMPDIR": self.ray_tmpdir}
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "RayFleet":
+    def start(self) -> RayFleet:
         if importlib.util.find_spec("ray") is None:
             raise FleetError("ray is not installed in this Python: run `make venv` "
                              "(pyproject depends on ray[default])")
@@ -113,6 +114,8 @@ class RayFleet:
         logdir.mkdir(parents=True, exist_ok=True)
         spec = logdir / "ray-fleet-spec.json"
         specs = node_specs(self.model)
+        for s in specs:
+            s["resources"].update(self.extra_resources.get(s["index"], {}))
         spec.write_text(json.dumps({"nodes": specs if self.kind == "raylet" else [],
                                     "object_store_bytes": OBJECT_STORE_BYTES}))
         log = logdir / "ray-fleet.log"

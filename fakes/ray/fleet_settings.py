@@ -75,4 +75,5 @@ def fleet_settings(cfg: dict, nodes: int) -> FleetSettings:
         front = "python" if nodes <= FAKELET_PYTHON_FRONT_UP_TO else "go"
     return FleetSettings(kind=kind, syncer=syncer, per_process=int(cfg.get("fakelets_per_process", 2000)),
                          gcs_load_poll_ms=poll, front=front,
-                         gcs_config={} if poll == 1000 else {"RAY_gcs_pull_resource_loads_period_milliseconds": str(poll)})
+                         gcs_config={} if poll == 1000
+                         else {"RAY_gcs_pull_resource_loads_period_milliseconds": str(poll)})

@@ -21,6 +21,7 @@ from fakes.ray.detached import run_detached
 from fakes.ray.fleet import RayFleet
 from loadgen.model.fleet import Fleet
 
+
 def fleet_fields(fleet: Fleet) -> dict[str, Any]:
     """The Fleet model as JSON (what hold.py rebuilds it from)."""
     return {f.name: getattr(fleet, f.name) for f in fields(Fleet) if f.init}

@@ -69,7 +69,8 @@ def up(ctx: TargetContext, name: str) -> dict[str, Any]:
         down(state)
         raise
     if settings.fake:
-        state.update(shard_pids=msg["shard_pids"], fakelets={"syncer": settings.syncer, "per_process": settings.per_process,
+        state.update(shard_pids=msg["shard_pids"],
+                     fakelets={"syncer": settings.syncer, "per_process": settings.per_process,
                                                              "gcs_load_poll_ms": settings.gcs_load_poll_ms,
                                                              "front": settings.front})
     return {**state, "connect": {"--ray-address": msg["address"]}, "gcs_address": msg["address"],

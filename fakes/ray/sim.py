@@ -3,18 +3,33 @@
 Mechanisms modeled:
 - Pending groups wait in one queue ordered by rank: a new group's rank is its registration time.
   The GCS schedules one group at a time, always the lowest rank, and only once that rank is due.
-- One attempt costs the GCS gcs_base_ms + gcs_per_bundle_ms x b + gcs_per_bundle_sq_us x b^2
-  + gcs_per_node_us x alive nodes (b = bundles still to place); a placed group then takes a
-  prepare and a commit round trip to the raylets (2 x commit_rtt_ms) before it is created.
+- One attempt costs the GCS gcs_base_ms + gcs_per_bundle_ms x b + gcs_per_bundle_sq_us x sum(k^2)
+  + gcs_per_node_us x n + gcs_per_node_scored_ns x n x passes (b = bundles still to place, k = the
+  bundles it puts on each node, n = alive nodes); a placed group then takes a prepare and a commit
+  round to the m nodes it uses (2 x (commit_rtt_ms + commit_per_node_ms x m): nodes that share a
+  machine's cores, or one fakelet process, answer one after another) before it is created. What grows faster than the
+  bundles grows per node: a node's prepare and commit of k bundles, and the resource view it then
+  reports, grow with k (measured: 40 bundles cost 5 raylets 8x what 10 do, 5 fakelets 1.6x, and
+  SPREAD groups of 64 bundles on 64 fakelets one apiece stay linear). The node terms follow Schedule() in Ray's
+  bundle_scheduling_policy.cc: every attempt copies the alive nodes into its candidate map and
+  their CPUs into another (gcs_per_node_us), then GetBestNode scores every remaining candidate once
+  per pass: a pass per bundle for SPREAD and STRICT_SPREAD, one per node chosen for PACK, one for
+  STRICT_PACK (gcs_per_node_scored_ns).
+- A created group costs the GCS gcs_followup_ratio x its attempt's time again before the next
+  attempt starts: the resource views its nodes report after the prepare and the commit (applied on
+  the GCS's main thread, GcsResourceManager::Update), the table writes and the client's calls about
+  the group (wait, read, remove) that Ray's scheduling-latency statistic does not count.
 - A group that cannot be placed now is re-queued at rank = now + its backoff (retry_initial_s,
   times retry_multiplier per failure, at most retry_max_s), so younger groups go first. Nothing
   wakes the GCS when its rank comes due: the next registration, finished attempt or the
   GCS's periodic Tick (gcs_tick_s) does. Freed resources do not trigger scheduling either.
 - A group larger than the alive cluster could ever hold is infeasible: it leaves the queue
   until a node is added.
-- Strategies: STRICT_SPREAD (distinct nodes), SPREAD (distinct if possible), STRICT_PACK (one
-  node), PACK (one node if possible). Bundles go to the feasible node with the least resources
-  left (best fit), as Ray's bundle scorer does.
+- Strategies: STRICT_SPREAD (distinct nodes), SPREAD (distinct if possible, then again over the
+  nodes it chose), STRICT_PACK (one node), PACK (fill one node, then the next). Each bundle goes to
+  the feasible node Ray's LeastResourceScorer rates best: the most left of what it asks for
+  ((available - requested) / available, summed over GPU and CPU), so groups spread over the
+  emptiest nodes rather than fill the fullest.
 - When a node dies its bundles are rescheduled (RESCHEDULING) while the group's other bundles
   stay reserved (partial holdings). Such a group is re-queued at rank 0 without backoff: the
   GCS retries it back to back, ahead of every other group, until it fits.
@@ -23,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -41,6 +57,8 @@ class SimRay(RayTraits, SimTarget):
         self._n = 0
         self.scheduling = False          # an attempt is in progress (one group at a time)
         self.tick_at: float | None = None
+        self.busy_until = 0.0            # the GCS follows up a created group until then
+        self.wake_at: float | None = None
         self.spin: tuple | None = None   # (job, first failure, attempt cost) of a group retried back to back
         self.infeasible: dict[int, JobState] = {}
         self.created = 0
@@ -85,7 +103,13 @@ class SimRay(RayTraits, SimTarget):
         self._schedule_pending(t)
 
     def _schedule_pending(self, t: float) -> None:
-        """SchedulePendingPlacementGroups: start the next due group unless an attempt is in progress."""
+        """SchedulePendingPlacementGroups: start the next due group unless an attempt is in progress
+        or the GCS is still following up a created group."""
+        if t < self.busy_until:
+            if self.pending and (self.wake_at is None or self.wake_at > self.busy_until):
+                self.wake_at = self.busy_until
+                self._at(self.busy_until, self._wake)
+            return
         while not self.scheduling and self.pending:
             rank, _, jid = self.pending[0]
             if rank > t:
@@ -95,6 +119,12 @@ class SimRay(RayTraits, SimTarget):
             js = self.jobs[jid]
             if not js.done and not js.running:
                 self._attempt(js, t)
+
+    def _wake(self, t: float) -> None:
+        if t != self.wake_at:
+            return                      # superseded
+        self.wake_at = None
+        self._schedule_pending(t)
 
     def _tick_after(self, rank: float) -> None:
         tick = self.cfg["gcs_tick_s"]
@@ -110,19 +140,34 @@ class SimRay(RayTraits, SimTarget):
         self._schedule_pending(t)
 
     # --- one attempt --------------------------------------------------------------------------
-    def _cost(self, bundles: int) -> float:
+    def _cost(self, bundles: int, passes: int, nodes: list[int] | None = None) -> float:
+        """Seconds of GCS work for one attempt at `bundles` bundles that scores the nodes `passes`
+        times and places them on `nodes` (None: it places nothing, nothing is prepared)."""
         c = self.cfg
-        ms = (c["gcs_base_ms"] + c["gcs_per_bundle_ms"] * bundles + c["gcs_per_bundle_sq_us"] * bundles ** 2 / 1e3
-              + c["gcs_per_node_us"] * self.state.count_ge(0) / 1e3)
+        n = self.state.count_ge(0)
+        per_node = Counter(nodes) if nodes else Counter()
+        ms = (c["gcs_base_ms"] + c["gcs_per_bundle_ms"] * bundles
+              + c["gcs_per_bundle_sq_us"] * sum(k * k for k in per_node.values()) / 1e3
+              + c["gcs_per_node_us"] * n / 1e3 + c["gcs_per_node_scored_ns"] * n * passes / 1e6
+              + 2 * c["commit_per_node_ms"] * len(per_node))
         return ms / 1e3
+
+    def _passes(self, js: JobState, need: int, nodes: list[int] | None) -> int:
+        """How many times Schedule() scores the candidate nodes (GetBestNode calls)."""
+        strategy = self._strategy(js)
+        if strategy == "STRICT_PACK":
+            return 1
+        if strategy == "PACK" and nodes is not None:
+            return len(set(nodes))
+        return need
 
     def _attempt(self, js: JobState, t: float) -> None:
         need = js.job.members - js.bound
-        gcs = self._cost(need)
         self.scheduling = True
         self.attempts += 1
         js.extra.update(inflight=True, attempt_t=t)
         nodes = self._place(js, need)
+        gcs = self._cost(need, self._passes(js, need, nodes), nodes)
         if nodes is None:
             self.gcs_busy_s += gcs
             self._at(t + gcs, self._failed, js, self._possible(js))
@@ -141,7 +186,8 @@ class SimRay(RayTraits, SimTarget):
             self.scheduling = False
         elif js.extra["resched"]:
             # Rank 0, no backoff: the GCS tries again at once, and again, until resources change.
-            self.spin = (js, t, self._cost(js.job.members - js.bound))
+            need = js.job.members - js.bound
+            self.spin = (js, t, self._cost(need, self._passes(js, need, None)))
             return
         else:
             self.scheduling = False
@@ -161,6 +207,10 @@ class SimRay(RayTraits, SimTarget):
             self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member)
         self.created += 1
         self.service_ms.append((t - js.extra["attempt_t"]) * 1e3)
+        follow = self.cfg["gcs_followup_ratio"] * (t - js.extra["attempt_t"])
+        if follow > 0:                  # the next attempt waits for the created group's follow-up work
+            self.busy_until = max(t, self.busy_until) + follow
+            self.gcs_busy_s += follow
         self.creation_ms.append((t - js.extra["queued_at"]) * 1e3)
         js.extra["resched"] = False
         self._bind(js, t, len(nodes))
@@ -213,44 +263,60 @@ class SimRay(RayTraits, SimTarget):
             return js.job.members * js.job.gpus_per_member <= self.state.gpn and up >= 1
         return up * self.state.gpn >= need * js.job.gpus_per_member
 
+    @staticmethod
+    def _score(free: np.ndarray, cpus: np.ndarray, g: int, c: int) -> np.ndarray:
+        """Ray's LeastResourceScorer (scorer.cc): per requested resource (available - requested) /
+        available, summed. GetBestNode takes the highest: the node with the most left, not the best fit."""
+        score = (free - g) / np.maximum(free, 1)
+        return score + (cpus - c) / np.maximum(cpus, 1) if c > 0 else score
+
+    def _best(self, ok: np.ndarray, free: np.ndarray, cpus: np.ndarray, g: int, c: int) -> int:
+        """GetBestNode among the candidates `ok` (ties: the lowest index, where Ray takes hash order)."""
+        return int(ok[np.argmax(self._score(free[ok], cpus[ok], g, c))])
+
     def _place(self, js: JobState, need: int) -> list[int] | None:
+        """Where Schedule() (bundle_scheduling_policy.cc) puts `need` bundles, or None."""
         s = self.state
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         strategy = self._strategy(js)
         used = set(js.extra.get("nodes", []))
-        if strategy == "STRICT_PACK" or (strategy == "PACK" and need * g <= s.gpn):
+        free, cpus = s.free_gpus.astype(float), s.free_cpus.astype(float)
+        if strategy == "STRICT_PACK":                 # the whole group on the best node that holds it
             ok = np.flatnonzero(s.feasible(g * need, c * need))
-            if len(ok):
-                return [int(ok[np.argmin(s.free_gpus[ok])])] * need
-            if strategy == "STRICT_PACK":
-                return None
-        if not s.fits(need, g) and strategy == "STRICT_SPREAD":
+            return [self._best(ok, free, cpus, g * need, c * need)] * need if len(ok) else None
+        if strategy == "PACK":                        # fill the best node, then the next best, ...
+            chosen: list[int] = []
+            cand = s.feasible(g, c)
+            while len(chosen) < need:
+                ok = np.flatnonzero(cand)
+                if not len(ok):
+                    return None
+                n = self._best(ok, free, cpus, g, c)
+                k = min(need - len(chosen), int(free[n] // g) if g else need, int(cpus[n] // c) if c else need)
+                chosen += [n] * k
+                cand[n] = False
+            return chosen
+        cand = s.feasible(g, c)                      # SPREAD and STRICT_SPREAD: one best node per bundle
+        if strategy == "STRICT_SPREAD" and used:
+            cand[list(used)] = False
+        if strategy == "STRICT_SPREAD" and cand.sum() < need:
             return None
-        if strategy in ("STRICT_SPREAD", "SPREAD"):
-            mask = s.feasible(g, c)
-            if used:
-                mask[list(used)] = False
-            ok = np.flatnonzero(mask)
-            if len(ok) >= need:         # one bundle per node: best fit is the order (free, index)
-                return [int(n) for n in ok[np.argsort(s.free_gpus[ok], kind="stable")[:need]]]
-            if strategy == "STRICT_SPREAD":
+        ok = np.flatnonzero(cand)
+        if len(ok) >= need:                          # one bundle per node: the best `need`, best first
+            order = np.lexsort((ok, -self._score(free[ok], cpus[ok], g, c)))
+            return [int(n) for n in ok[order[:need]]]
+        if strategy == "STRICT_SPREAD":
+            return None
+        chosen = [int(n) for n in ok]                # every candidate once, then SPREAD goes back over
+        for n in chosen:                             # the nodes it chose, the best one each time
+            free[n] -= g
+            cpus[n] -= c
+        while len(chosen) < need:
+            sel = np.array(sorted(set(chosen)))
+            sel = sel[(free[sel] >= g) & (cpus[sel] >= c)] if len(sel) else sel
+            if not len(sel):
                 return None
-        free = s.free_gpus.copy()
-        cpus = s.free_cpus.copy()
-        chosen: list[int] = []
-        distinct = strategy in ("STRICT_SPREAD", "SPREAD")
-        for _ in range(need):
-            mask = (free >= g) & (cpus >= c) & s.up
-            if distinct:
-                excl = list(used | set(chosen))
-                if excl:
-                    mask[excl] = False
-                if not mask.any() and strategy == "SPREAD":
-                    mask = (free >= g) & (cpus >= c) & s.up
-            ok = np.flatnonzero(mask)
-            if len(ok) == 0:
-                return None
-            n = int(ok[np.argmin(free[ok])])           # best fit: least left over
+            n = self._best(sel, free, cpus, g, c)
             free[n] -= g
             cpus[n] -= c
             chosen.append(n)

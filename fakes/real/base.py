@@ -18,7 +18,8 @@ and keeps `self.down` (fleet indices of nodes it failed) up to date.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

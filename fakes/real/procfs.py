@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 
 def processes(names: Iterable[str], under: Path | str | None = None) -> list[tuple[int, str]]:

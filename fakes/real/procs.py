@@ -16,8 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 LOOPBACK = "127.0.0.1"
 

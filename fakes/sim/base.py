@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.model.fleet import stranded_gpus
-from loadgen.model.startup.imagecache import ImageCache
 from fakes.sim.state import ClusterState
 from loadgen.model.events import Event, Kind
+from loadgen.model.fleet import stranded_gpus
 from loadgen.model.job import Job
+from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.target import ChaosAction, Snapshot, Target, TargetContext
 
 

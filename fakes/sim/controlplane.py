@@ -69,7 +69,8 @@ class ControlPlane:
         self.live_bytes = self.nodes * (c["node_bytes"] + c["lease_bytes"])
         self.db_bytes = self.db_bytes_max = self.live_bytes
         self.next_compaction = c["compaction_interval_s"]
-        self.background_bps = self.nodes * (c["lease_bytes"] / c["lease_renew_s"] + c["node_bytes"] / c["node_status_s"])
+        self.background_bps = self.nodes * (c["lease_bytes"] / c["lease_renew_s"]
+                                            + c["node_bytes"] / c["node_status_s"])
         self.capacity_per_s = c["max_mutating_requests_inflight"] / max(c["write_ms"] / 1000.0, 1e-6)
         self.quota = float(c["etcd_quota_bytes"])
 

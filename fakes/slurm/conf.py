@@ -19,9 +19,10 @@ The scenario's schedulers.slurm keys become SchedulerParameters and priority lin
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from fakes.slurm import prolog
 from fakes.slurm.hostlist import compress

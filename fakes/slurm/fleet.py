@@ -22,9 +22,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from fakes.real.procs import alive, free_port_block, signal_group, spawn, stop_all, stop_at_exit
 from fakes.slurm.conf import SlurmConf, conf_path
@@ -99,7 +100,7 @@ class SlurmFleet(SlurmEndpoint):
         return {MARKER: self.token}
 
     # ---- starting ------------------------------------------------------------------------
-    def start(self, timeout_s: float = 900, batch: int = 100, progress=None) -> "SlurmFleet":
+    def start(self, timeout_s: float = 900, batch: int = 100, progress=None) -> SlurmFleet:
         require_slurm()
         _raise_nofile()
         self._prepare()
@@ -256,7 +257,7 @@ class SlurmFleet(SlurmEndpoint):
         return {"pids": [p.pid for p in (self.ctld, *self.slurmd.values()) if p is not None],
                 "token": self.token, "run_dir": str(self.run_dir), "spool": str(self.spool_dir)}
 
-    def __enter__(self) -> "SlurmFleet":
+    def __enter__(self) -> SlurmFleet:
         return self.start()
 
     def __exit__(self, *exc) -> None:

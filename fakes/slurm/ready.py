@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 from fakes.real.procs import LOOPBACK
@@ -69,7 +69,7 @@ class ReadyService:
     def port(self) -> int:
         return self._server.server_address[1]
 
-    def start(self) -> "ReadyService":
+    def start(self) -> ReadyService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):

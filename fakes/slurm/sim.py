@@ -14,9 +14,9 @@ Mechanisms modeled (Slurm 22.05 source: controller.c, job_scheduler.c, backfill.
 - schedule() wakes the scheduling agent, which runs one cycle at a time, at least
   sched_min_interval_s after the previous one ended. A cycle costs main_cycle_base_ms +
   (main_cycle_per_job_us + main_cycle_per_job_node_ns x nodes) per job tested (select/cons_tres
-  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by priority (default_queue_depth jobs,
-  or all of it in a full pass), stops at the first job that cannot start (one partition) and once
-  max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
+  tests every node for every job: sdiag's mean cycle grows with both); it walks the queue by
+  priority (default_queue_depth jobs, or all of it in a full pass), stops at the first job that
+  cannot start (one partition) and once max_sched_time_s has passed (whole seconds, as time(NULL) counts them).
 - Backfill runs bf_interval_s after the previous pass ended, when something changed since then.
   It costs bf_cycle_base_ms + (bf_cycle_per_job_us + bf_cycle_per_job_node_ns x nodes) per job
   tested and walks up to bf_max_job_test
@@ -42,8 +42,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

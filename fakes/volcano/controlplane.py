@@ -161,9 +161,9 @@ class VolcanoControlPlane:
             try:
                 urllib.request.urlopen(self.metrics_url, timeout=2).read()
                 return
-            except OSError:
+            except OSError as err:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"vc-scheduler metrics not served after {timeout_s}s (log {self.dir})")
+                    raise TimeoutError(f"vc-scheduler metrics not served after {timeout_s}s (log {self.dir})") from err
                 time.sleep(0.3)
 
     def check_alive(self) -> None:

@@ -65,6 +65,7 @@ def controller_figures(text: str) -> dict[str, Any]:
     (client-go's rest_client metrics; None where this build does not register them)."""
     m = parse(text, ("rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
     if "rest_client_requests_total" not in m:
-        return {"client_requests": None, "note": "rest_client_requests_total not exported by this vc-controller-manager"}
+        return {"client_requests": None,
+                "note": "rest_client_requests_total not exported by this vc-controller-manager"}
     return {"client_requests": int(total(m["rest_client_requests_total"])),
             "client_rate_limiter_wait_s": round(total(m.get("rest_client_rate_limiter_duration_seconds_sum", [])), 6)}

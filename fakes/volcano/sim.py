@@ -602,7 +602,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         alloc: dict[int, int] = {}
         out = []
         for i, (v, gp) in enumerate(tasks):
-            alloc[v.job.id] = alloc.get(v.job.id, stmt["job"].get(v.job.id, v.extra["placed"] * v.job.gpus_per_member)) - gp
+            alloc[v.job.id] = alloc.get(v.job.id,
+                                        stmt["job"].get(v.job.id, v.extra["placed"] * v.job.gpus_per_member)) - gp
             rs = alloc[v.job.id] / total
             if ls < rs or abs(ls - rs) <= SHARE_DELTA:
                 out.append(i)

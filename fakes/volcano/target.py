@@ -1,7 +1,7 @@
 """Real Volcano on a KWOK cluster: a gang is a Volcano Job in a Queue per tenant.
 
 The cluster (started without kube-scheduler), the pod watch, admission and chaos are the
-Kubernetes family's (fakes/real/kubefamily.py); vc-scheduler and vc-controller-manager run against
+Kubernetes family's (fakes/kube/family/); vc-scheduler and vc-controller-manager run against
 its apiserver (fakes/volcano/controlplane.py). What is Volcano's own: the adapter creates the
 tenant's Queue and a Job with minAvailable, Volcano's job controller creates the pods, and when a
 running member is lost Volcano restarts the whole job (PodEvicted -> RestartJob). Pods complete
@@ -225,7 +225,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
 
     def _delete(self, gang: Gang) -> None:
         """The Job goes with its pods and PodGroup (owner references)."""
-        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs", vcjob_name(gang.job.id),
+        self._call(partial(self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.ns, "jobs",
+                           vcjob_name(gang.job.id),
                            body={"propagationPolicy": "Background"}, _request_timeout=TIMEOUT),
                    ok=(404,), failed="delete_errors")
 

@@ -3,10 +3,11 @@
 For each rate a trace of evenly spaced 1-GPU jobs from 8 tenants is sent for --seconds to a
 no-op target (loadgen.locust.noop) by `locust --headless`; a rate passes when the generator's
 lateness (actual minus scheduled send time, measured in the submission greenlet) has p99.9
-under --limit-ms and every job was sent. Prints one JSON line per trial and a summary. The machine's load average is recorded with
-each trial (lateness depends on getting a CPU in time), and so is the CPU the driver spent per
-job beyond a 10 jobs/s baseline, which does not; "floor" is the lateness of the same schedule on a
-bare gevent loop measured right after, i.e. what the machine allowed at that moment.
+under --limit-ms and every job was sent. Prints one JSON line per trial and a summary. The
+machine's load average is recorded with each trial (lateness depends on getting a CPU in time),
+and so is the CPU the driver spent per job beyond a 10 jobs/s baseline, which does not; "floor"
+is the lateness of the same schedule on a bare gevent loop measured right after, i.e. what the
+machine allowed at that moment.
 
     python -m loadgen.bench.locust [--processes 1,2] [--seconds 10] [--limit-ms 5]
 """
@@ -23,8 +24,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from loadgen.model.job import Job
 from loadgen.input.traces import export_jsonl
+from loadgen.model.job import Job
 
 TENANTS = 8
 SCALE = 60.0
@@ -131,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             for rate in rates:
                 r = trial(rate, args.seconds, procs, Path(tmp), args.port)
                 # CPU each extra job costs the driver, whatever else runs on the machine
-                r["marginal_cpu_ms_per_job"] = None if r["sent"] == 0 else round((r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
+                r["marginal_cpu_ms_per_job"] = None if r["sent"] == 0 else round(
+                    (r["cpu_s"] - base["cpu_s"]) * 1000 / (r["jobs"] - base["jobs"]), 4)
                 r["pass"] = (r["sent"] == r["jobs"] and r["lateness_p999_ms"] is not None
                              and r["lateness_p999_ms"] < args.limit_ms)
                 r["floor"] = floor(rate, min(args.seconds, 5.0))

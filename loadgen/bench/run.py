@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path

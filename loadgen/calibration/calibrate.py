@@ -8,16 +8,17 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from loadgen.calibration import fidelity, measure
 from loadgen.calibration.cases import Case, matrix
 from loadgen.calibration.fit import case_loss, search
 from loadgen.calibration.twin import real_run, twin
 from loadgen.input.overrides import load_with_overrides
-from loadgen.input.profile import Param, Profile, dump, load as load_profile
+from loadgen.input.profile import Param, Profile, dump
+from loadgen.input.profile import load as load_profile
 
 Progress = Callable[[str], None]
 

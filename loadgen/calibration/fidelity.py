@@ -61,7 +61,8 @@ def held_out_summary(rows: list[dict]) -> dict:
         vals = [r[key] for r in held if r.get(key) is not None]
         return [min(vals), max(vals)] if vals else None
 
-    return {"cases": ", ".join(r["case"] for r in held), "real_runs_per_case": min((r["runs"] for r in held), default=0),
+    return {"cases": ", ".join(r["case"] for r in held),
+            "real_runs_per_case": min((r["runs"] for r in held), default=0),
             "p50_ratio": span("p50_ratio"), "p99_ratio": span("p99_ratio"), "p999_ratio": span("p999_ratio"),
             "util_diff_pp": span("util_diff_pp"), "within_goal": all(r["within_goal"] for r in held)}
 

@@ -7,8 +7,8 @@ log-ratios of admission p50 and p99, plus the allocation-utilization gap (in 10-
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 FLOOR_S = 1e-3           # latencies below a millisecond count as a millisecond (log of 0)
 STEPS = (4.0, 2.0, 1.41, 1.19, 1.09)

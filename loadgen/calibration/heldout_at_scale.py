@@ -37,7 +37,7 @@ from loadgen.input.profile import load as load_profile
 def run(args: argparse.Namespace) -> dict:
     out: Path = args.out
     load_before = [round(x, 2) for x in os.getloadavg()]
-    started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     sc = load_with_overrides(args.scenario, profile=args.profile, nodes=args.nodes, churn=args.churn,
                              duration_h=args.duration_h, seed=args.seed)
     reals = []
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> dict:
         rows[name] = row(label, "held_out", stats, sims[name])
     cp_keys = ("scheduler", "apiserver", "client_pace_ms", "client_pace_gangs", "nodes_ready_s", "busy_s")
     doc = {"scheduler": args.scheduler, "nodes": args.nodes, "case": label, "role": "held_out",
-           "command": "python -m loadgen.calibration.heldout_at_scale " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+           "command": "python -m loadgen.calibration.heldout_at_scale "
+           + " ".join(shlex.quote(a) for a in sys.argv[1:]),
            "started": started, "load_avg": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
            "profile": args.profile, "time_scale": args.time_scale,
            "remeasured": {f"{s}.{k}": here.params[s][k].value for (s, k) in measure.extract(

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from loadgen.calibration.anchors import ANCHORS, ROOT, Anchor, _job, figure, simulate
-from loadgen.input.profile import Profile, load as load_profile
+from loadgen.input.profile import Profile
+from loadgen.input.profile import load as load_profile
 from loadgen.measure.recorder import Recorder
 
 
@@ -112,15 +113,19 @@ def table(rows: list[dict]) -> str:
         n, kw, sim = c["nodes"], c["metrics"]["kwok"], c["sim"]
         light = kw["light"]
         lines.append(f"| {n:,} | KWOK light: serial cycle ms (algorithm + Reserve + Permit) | "
-                     f"{light.get('serial_cycle_ms')} | {sim['light']['serial_cycle_ms']} | {sim['light']['ratio_serial_cycle']} |")
-        lines.append(f"| {n:,} | KWOK light: nodes evaluated per cycle | {light.get('nodes_per_cycle', {}).get('evaluated_mean')} | "
+                     f"{light.get('serial_cycle_ms')} | {sim['light']['serial_cycle_ms']} | "
+                     f"{sim['light']['ratio_serial_cycle']} |")
+        lines.append(f"| {n:,} | KWOK light: nodes evaluated per cycle | "
+                     f"{light.get('nodes_per_cycle', {}).get('evaluated_mean')} | "
                      f"{sim['light']['nodes_examined_mean']} | {sim['light']['ratio_nodes_examined']} |")
         if "burst" in sim:
-            lines.append(f"| {n:,} | KWOK burst of {kw['burst']['pods']:,} pods: binds/s | {kw['burst']['bound_per_s']} | "
+            lines.append(f"| {n:,} | KWOK burst of {kw['burst']['pods']:,} pods: binds/s | "
+                         f"{kw['burst']['bound_per_s']} | "
                          f"{sim['burst']['bound_per_s']} | {sim['burst']['ratio_bound_per_s']} |")
         if "scheduler_perf" in sim:
             perf, s = c["metrics"]["scheduler_perf"], sim["scheduler_perf"]
-            lines.append(f"| {n:,} | scheduler_perf {perf['benchmark'].rsplit('/', 1)[-1]} ({s['role']}): serial cycle ms | "
+            lines.append(f"| {n:,} | scheduler_perf {perf['benchmark'].rsplit('/', 1)[-1]} ({s['role']}): serial "
+                         "cycle ms | "
                          f"{perf.get('serial_cycle_ms')} | {s['serial_cycle_ms']} | {s['ratio_serial_cycle']} |")
             lines.append(f"| {n:,} | scheduler_perf {perf['benchmark'].rsplit('/', 1)[-1]} ({s['role']}): pods/s | "
                          f"{perf['figure']} | {s['pods_per_s']} | {s['ratio_pods_per_s']} |")
@@ -149,7 +154,8 @@ def cycle_costs(curves: list[dict]) -> dict[str, tuple[float, str]]:
            f"(fakes/kube/costcurve.py, results/fidelity-scale/kube/curve-*n.json): ")
     return {
         "cycle_base_ms": (round(base, 4), src + "scheduler_scheduling_algorithm_duration_seconds + Reserve + Permit "
-                          "- Filter - Score (scheduler_framework_extension_point_duration_seconds), mean over the sizes"),
+                          "- Filter - Score (scheduler_framework_extension_point_duration_seconds), mean over the "
+                          "sizes"),
         "cycle_per_node_us": (round(filt, 4), src + "scheduler_framework_extension_point_duration_seconds{Filter} "
                               "/ evaluatedNodes, summed over the sizes"),
         "score_per_node_us": (round(score, 4), src + "scheduler_framework_extension_point_duration_seconds{Score} "

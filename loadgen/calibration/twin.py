@@ -11,10 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from loadgen.drive.comparative import RunOptions, run, run_one
+from loadgen.drive.timescale import scaled_chaos, scaled_job
 from loadgen.input.plan import RunPlan, plan_run
 from loadgen.input.profile import Profile
 from loadgen.input.scenario import Scenario, from_dict
-from loadgen.drive.timescale import scaled_chaos, scaled_job
 
 
 def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float, backend: str = "real") -> dict:

@@ -32,8 +32,10 @@ def add_parser(sub) -> None:
                    + "; ".join(f"{k} {','.join(map(str, v))}" for k, v in SCALES.items()) + ")")
     p.add_argument("--held-out-scale", type=positive_int, help="held-out fleet size (default per scheduler: "
                    + ", ".join(f"{k} {v}" for k, v in HELD_OUT_SCALE.items()) + ")")
-    p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO, help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
-    p.add_argument("--repeats", type=positive_int, default=3, help="real runs per case (default 3, the minimum for a spread)")
+    p.add_argument("--held-out-scenario", default=HELD_OUT_SCENARIO,
+                   help=f"held-out chaos scenario (default {HELD_OUT_SCENARIO})")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="real runs per case (default 3, the minimum for a spread)")
     add_overrides(p, "seed", "churn", "duration_h", "time_scale", time_scale=20.0)   # small fleets: 20 virtual s/s
     p.add_argument("--profile", default="local", help="profile to start from (default local)")
     p.add_argument("--write-profile", help="profile file to write or update (default <out>/profile.yaml)")
@@ -58,11 +60,13 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def anchors_main(args) -> int:
     from loadgen.calibration.anchors import calibrate_to_anchors
+    from loadgen.input.profile import dump
+    from loadgen.input.profile import load as load_profile
     from loadgen.model.registry import SCHEDULERS
-    from loadgen.input.profile import dump, load as load_profile
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if not names or set(names) - set(SCHEDULERS):
-        raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got {args.schedulers!r}")
+        raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got "
+                         f"{args.schedulers!r}")
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -78,7 +82,7 @@ def anchors_main(args) -> int:
         prof = kept
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
-    for name, entry in report.items():
+    for entry in report.values():
         for r in entry["anchors"]:
             print(f"{r['anchor']:<40} {r['role']:<9} published {r['figure']:>9.1f}  sim {r['sim']:>9.1f}  "
                   f"ratio {r['ratio']}")

@@ -6,8 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import (UsageError, SeedProgress, add_overrides, add_seeds, check_seed_flags, parse_schedulers,
-                                positive_float, scenario_from, seeds_from)
+from loadgen.cli.common import (
+    SeedProgress,
+    UsageError,
+    add_overrides,
+    add_seeds,
+    check_seed_flags,
+    parse_schedulers,
+    positive_float,
+    scenario_from,
+    seeds_from,
+)
 from loadgen.model.numbers import NA, fixed, significant
 
 
@@ -30,7 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--precision", type=positive_float, help="stop when broken/met <= 1 + this (ceiling.precision)")
     p.add_argument("--max-multiplier", dest="max_multiplier", type=positive_float,
                    help="largest multiplier tried (ceiling.max_multiplier)")
-    p.add_argument("--max-points", dest="max_points", type=int, help="points per scheduler at most (ceiling.max_points)")
+    p.add_argument("--max-points", dest="max_points", type=int,
+                   help="points per scheduler at most (ceiling.max_points)")
     p.add_argument("--jobs", type=int, help="jobs offered at every point (ceiling.jobs)")
     p.add_argument("--out", help="output directory (default results/<run-id>-ceiling)")
     add_seeds(p, "--parallel")
@@ -45,12 +55,12 @@ FLAG_FIELDS = {"start": "ceiling.start", "growth": "ceiling.growth", "precision"
 
 
 def main(args) -> int:
+    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     from loadgen.drive.ceiling import sweep
     from loadgen.drive.comparative import RESULTS_ROOT, write_report
-    from loadgen.output import storage
     from loadgen.model.errors import BackendError
+    from loadgen.output import storage
     from loadgen.output.storage import atomic_write, check_out_dir, fresh_run_dir, new_run_id
-    from loadgen.cli.existing import attached_schedulers, existing_from, preflight
     existing = existing_from(args)
     if args.dry_run:
         raise UsageError("--dry-run: not used with ceiling (try it on `gangstorm run` with the same flags)")
@@ -131,7 +141,8 @@ def render_seeds(result: dict) -> str:
         ceil += f" {m[name]}" if name in m else ""
         sat = ", ".join(f"{k} x{v}" for k, v in (c.get("saturated_seeds") or {}).items())
         caps = ", ".join(f"{k} x{v}" for k, v in (c.get("cap_seeds") or {}).items())
-        lines.append(f"{name:<10} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}" + (f" (search cap: {caps})" if caps else ""))
+        lines.append(f"{name:<10} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}"
+                     + (f" (search cap: {caps})" if caps else ""))
     if not sig.get("testable"):
         lines.append(too_few(n, sig))
     else:
@@ -148,7 +159,8 @@ def render(result: dict) -> str:
     slo = result["slo"]["admission_p99_s"]
     lines = [f"SLO: admission p99 <= {slo:g} s and <= 1% never admitted; {result['nodes']:,} nodes, "
              f"{result['jobs_per_point']:,} jobs per point, backend {result['backend']}",
-             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated at the break"]
+             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated "
+             "at the break"]
     for n, c in result["ceiling"].items():
         best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
         label = "none" if best is None else significant(best, unit="x")

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from loadgen.cli.common import UsageError, positive_int
-from loadgen.model.registry import SCHEDULERS, target_class
 from loadgen.input.overrides import OVERRIDES
+from loadgen.model.registry import SCHEDULERS, target_class
 
 DEFAULT_SCENARIO = "scenarios/baseline-3x.yaml"
 
@@ -78,9 +78,9 @@ def read_state(backend: str, name: str) -> dict | None:
 
 
 def up(args) -> int:
+    from loadgen.input.overrides import load_with_overrides
     from loadgen.model.registry import launcher
     from loadgen.model.target import TargetContext
-    from loadgen.input.overrides import load_with_overrides
     launch = launcher(args.backend)
     folder = state_dir(args.backend, args.name)
     old = read_state(args.backend, args.name)
@@ -116,7 +116,8 @@ def up(args) -> int:
     print(f"{args.backend} cluster {args.name!r} up in {state['up_s']} s: {ctx.fleet.nodes} nodes")
     _print_connect(state)
     print(f"drive it:  gangstorm run SCENARIO --schedulers {args.backend} {flags} --nodes {ctx.fleet.nodes}")
-    print(f"stop it:   gangstorm cluster down {args.backend}" + (f" --name {args.name}" if args.name != "default" else ""))
+    print(f"stop it:   gangstorm cluster down {args.backend}"
+          + (f" --name {args.name}" if args.name != "default" else ""))
     return 0
 
 

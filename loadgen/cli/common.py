@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from loadgen.model.errors import UserError
-from loadgen.model.registry import SCHEDULERS, backends
 from loadgen.input.overrides import OVERRIDES, TIME_SCALE, Override, OverrideError, load_with_overrides
 from loadgen.input.scenario import Scenario
+from loadgen.model.errors import UserError
+from loadgen.model.registry import SCHEDULERS, backends
 
 
 class UsageError(UserError):
@@ -18,7 +17,8 @@ class UsageError(UserError):
 
 def add_targets(parser, default_help: str = "the scenario's schedulers_enabled") -> None:
     """--schedulers and --backend, as every run-like subcommand takes them."""
-    parser.add_argument("--schedulers", help=f"comma-separated subset of {','.join(SCHEDULERS)} (default: {default_help})")
+    parser.add_argument("--schedulers",
+                        help=f"comma-separated subset of {','.join(SCHEDULERS)} (default: {default_help})")
     parser.add_argument("--backend", choices=backends(), default=None,
                         help="sim: the embedded simulated schedulers (default); real: launch the real ones "
                              "(or attach to an existing cluster, see below)")
@@ -48,7 +48,8 @@ def add_overrides(parser, *dests: str, required: tuple[str, ...] = (), time_scal
         o = OVERRIDES[dest]
         scale = dest == "time_scale"
         parser.add_argument(o.flag, dest=dest, type=_argtype(o), required=dest in required,
-                            help=o.help.replace(f"default {TIME_SCALE:g}", f"default {time_scale:g}") if scale else o.help,
+                            help=o.help.replace(f"default {TIME_SCALE:g}",
+                                                f"default {time_scale:g}") if scale else o.help,
                             default=time_scale if scale else None)
 
 
@@ -200,5 +201,6 @@ class SeedProgress:
     def _status(self) -> None:
         if not self.running:
             return
-        self.stream.write("\r\033[K  running: " + ", ".join(f"seed {s} {what}" for s, what in sorted(self.running.items())))
+        self.stream.write("\r\033[K  running: "
+                          + ", ".join(f"seed {s} {what}" for s, what in sorted(self.running.items())))
         self.stream.flush()

@@ -54,7 +54,8 @@ def per_metric(items: list[str]) -> dict[str, float]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in METRIC_NAMES:
-            raise UsageError(f"--tolerance-metric {item}: expected METRIC=T with METRIC one of {', '.join(METRIC_NAMES)}")
+            raise UsageError(f"--tolerance-metric {item}: expected METRIC=T with METRIC one of "
+                             f"{', '.join(METRIC_NAMES)}")
         try:
             out[name] = _tolerance(value)
         except Exception as e:      # argparse.ArgumentTypeError
@@ -89,7 +90,8 @@ def load_run(name: str, results: str) -> tuple[Path, dict]:
     except UnicodeDecodeError:
         raise CompareError(f"{f}: expected a gangstorm summary.json, got binary data") from None
     except ValueError as e:
-        raise CompareError(f"{f}: expected a gangstorm summary.json, got invalid JSON ({str(e).split(':')[0]})") from None
+        raise CompareError(f"{f}: expected a gangstorm summary.json, "
+                           f"got invalid JSON ({str(e).split(':')[0]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("schedulers"), dict):
         raise CompareError(f"{f}: schedulers: expected a gangstorm summary.json with a schedulers mapping")
     for name, result in doc["schedulers"].items():

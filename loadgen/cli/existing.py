@@ -36,8 +36,10 @@ def add_existing(parser) -> None:
     g.add_argument("--slurm-conf", dest="slurm_conf", default=None,
                    help="slurm: drive the controller this slurm.conf names (default with --backend real "
                         "--schedulers ...slurm...: $SLURM_CONF when it is set)")
-    g.add_argument("--partition", help="slurm: the partition whose nodes jobs and chaos use (default: the default partition)")
-    g.add_argument("--ray-address", dest="ray_address", help="ray: the GCS address (127.0.0.1:PORT) of a running Ray cluster")
+    g.add_argument("--partition",
+                   help="slurm: the partition whose nodes jobs and chaos use (default: the default partition)")
+    g.add_argument("--ray-address", dest="ray_address",
+                   help="ray: the GCS address (127.0.0.1:PORT) of a running Ray cluster")
     g.add_argument("--allow-foreign-workloads", dest="allow_foreign", action="store_true",
                    help="run next to workloads gangstorm did not create (they are never touched)")
     g.add_argument("--allow-remote", dest="allow_remote", action="store_true",
@@ -59,7 +61,8 @@ def existing_from(args) -> Existing | None:
         for dest, flag in (("context", "--context"), ("node_selector", "--node-selector"),
                            ("etcd_endpoint", "--etcd-endpoint"), ("partition", "--partition")):
             if getattr(args, dest, None):
-                raise UsageError(f"{flag}: only used with an existing cluster (--kubeconfig, --slurm-conf or --ray-address)")
+                raise UsageError(f"{flag}: only used with an existing cluster (--kubeconfig, --slurm-conf or "
+                                 "--ray-address)")
         if getattr(args, "allow_foreign", False):
             raise UsageError("--allow-foreign-workloads: only used with an existing cluster "
                              "(--kubeconfig, --slurm-conf or --ray-address)")
@@ -129,8 +132,10 @@ def _check_kubeconfig(path: str, context: str | None, remote: bool) -> None:
     try:
         doc = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError) as e:
-        raise UsageError(f"--kubeconfig {path}: expected a kubeconfig YAML, got a parse error ({type(e).__name__})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list) or not isinstance(doc.get("contexts"), list):
+        raise UsageError(f"--kubeconfig {path}: expected a kubeconfig YAML, "
+                         f"got a parse error ({type(e).__name__})") from None
+    if (not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list)
+            or not isinstance(doc.get("contexts"), list)):
         raise UsageError(f"--kubeconfig {path}: expected a kubeconfig with clusters and contexts lists")
     name = context if context is not None else doc.get("current-context")
     contexts = _named(doc["contexts"], "context", path, "contexts")
@@ -286,5 +291,6 @@ def preflight(scenario, names: list[str], backend: str, plan, existing: Existing
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
             if type(e).__name__ == "ConfigException":       # the kubernetes client refused the kubeconfig
                 raise UsageError(f"--kubeconfig {existing.kubeconfig}: {first}") from None
-            raise BackendError(f"{name}: the read-only look at the cluster failed: {type(e).__name__}: {first}") from None
+            raise BackendError(f"{name}: the read-only look at the cluster failed: "
+                               f"{type(e).__name__}: {first}") from None
     return found

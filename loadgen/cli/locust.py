@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen.input.overrides import OVERRIDES
 from loadgen.cli.common import UsageError, add_overrides, add_targets, parse_schedulers, positive_int, scenario_from
+from loadgen.input.overrides import OVERRIDES
 from loadgen.model.registry import SCHEDULERS, target_class
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"

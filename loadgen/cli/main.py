@@ -27,7 +27,8 @@ def build_parser():
             namespace, extras = super().parse_known_args(args, namespace)
             for action in self._actions:
                 if getattr(namespace, action.dest, None) == "" and action.dest != "help":
-                    name = action.option_strings[0] if action.option_strings else (action.metavar or action.dest).upper()
+                    name = (action.option_strings[0] if action.option_strings
+                            else (action.metavar or action.dest).upper())
                     namespace.empty_value = getattr(namespace, "empty_value", None) or name
             return namespace, extras
 

@@ -30,8 +30,8 @@ def add_parser(sub) -> None:
 
 
 def _load(name):
-    from loadgen.input.profile import ProfileError, load
     from loadgen.cli.common import UsageError
+    from loadgen.input.profile import ProfileError, load
     try:
         return load(name)
     except ProfileError as e:

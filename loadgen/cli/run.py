@@ -4,8 +4,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loadgen.cli.common import (UsageError, ProgressBar, SeedProgress, add_overrides, add_seeds, add_targets,
-                                check_seed_flags, parse_schedulers, scenario_from, seeds_from)
+from loadgen.cli.common import (
+    ProgressBar,
+    SeedProgress,
+    UsageError,
+    add_overrides,
+    add_seeds,
+    add_targets,
+    check_seed_flags,
+    parse_schedulers,
+    scenario_from,
+    seeds_from,
+)
 from loadgen.cli.existing import attached_schedulers, existing_from, preflight
 
 
@@ -127,7 +137,8 @@ def run_seeds_main(args, scenario, names, seeds, parallel, rule, existing, metri
         preflight(scenario, names, args.backend, plan_run(scenario, args.trace), existing, args.time_scale,
                   run_label(new_run_id(scenario.name) + "-xxxxxx"))
     at_once = (f"{parallel} at a time" if parallel > 1 else
-               "one at a time" + (" (a real backend never runs two seeds side by side)" if args.backend == "real" else ""))
+               "one at a time" + (" (a real backend never runs two seeds side by side)"
+                                  if args.backend == "real" else ""))
     banner = _banner(scenario, names, args.backend) + f", {len(seeds)} seeds {at_once}"
     opts = RunOptions(schedulers=names, backend=args.backend, out_dir=Path(args.out) if args.out else None,
                       time_scale=args.time_scale, trace=args.trace, existing=existing,

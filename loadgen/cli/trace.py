@@ -29,7 +29,8 @@ def export(args) -> int:
                                          "arrival_rate_per_s": info.arrival_rate_per_s})
     except OSError as e:
         from loadgen.cli.common import UsageError
-        raise UsageError(f"{args.output}: cannot be written ({e.strerror or type(e).__name__}); nothing was written") from None
+        raise UsageError(f"{args.output}: cannot be written ({e.strerror or type(e).__name__}); "
+                         "nothing was written") from None
     print(f"wrote {len(jobs):,} jobs to {args.output} ({info.arrival_rate_per_s:.3f} jobs/s, "
           f"{info.churn_multiplier:g}x churn)")
     return 0
@@ -38,8 +39,8 @@ def export(args) -> int:
 def show(args) -> int:
     import numpy as np
 
-    from loadgen.measure.statistics import exact_quantile
     from loadgen.input.traces import load_trace
+    from loadgen.measure.statistics import exact_quantile
     jobs, meta = load_trace(args.trace)
     if not jobs:
         print(f"{args.trace}: no jobs")
@@ -51,9 +52,9 @@ def show(args) -> int:
     for j in jobs:
         classes[j.cls] = classes.get(j.cls, 0) + 1
     print(f"{args.trace}: {len(jobs):,} jobs over {span / 3600:.2f} h")
-    print(f"  classes: " + ", ".join(f"{k}={v:,}" for k, v in sorted(classes.items())))
+    print("  classes: " + ", ".join(f"{k}={v:,}" for k, v in sorted(classes.items())))
     print(f"  GPUs per job: mean {gpus.mean():.2f}, median {exact_quantile(gpus, 0.5):g}, max {gpus.max()}")
     print(f"  duration s: median {exact_quantile(dur, 0.5):.0f}, p99 {exact_quantile(dur, 0.99):.0f}")
     if meta.get("skipped"):
-        print(f"  skipped: " + ", ".join(f"{k}={v}" for k, v in meta["skipped"].items()))
+        print("  skipped: " + ", ".join(f"{k}={v}" for k, v in meta["skipped"].items()))
     return 0

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from loadgen.measure import saturation
-from loadgen.model.numbers import NA, fixed
 from loadgen.drive.comparative import RunOptions, run
 from loadgen.input.limits import MAX_JOBS
 from loadgen.input.plan import preflight
 from loadgen.input.scenario import Scenario, ScenarioError
 from loadgen.input.workload import arrival_rate
-
+from loadgen.measure import saturation
+from loadgen.model.numbers import NA, fixed
 
 MIN_HORIZON_SLOS = 6         # a point's arrivals last at least this many SLOs
 MAX_HORIZON_H = 720.0       # the schema's longest duration_h: very low churn on a small fleet offers fewer jobs
@@ -39,7 +38,7 @@ class SearchSpec:
     max_points: int = 24
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario) -> "SearchSpec":
+    def from_scenario(cls, scenario: Scenario) -> SearchSpec:
         c = scenario.data["ceiling"]
         start = c["start"] if c["start"] is not None else scenario.data["workload"]["churn_multiplier"]
         return cls(start=float(start), growth=float(c["growth"]), precision=float(c["precision"]),
@@ -267,6 +266,7 @@ def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds:
     rewritten as each seed starts and ends."""
     import json
     import time
+
     from loadgen.drive.seeds import Outcome, cut_short, each_seed, seed_dir
     from loadgen.output import aggregate
     from loadgen.output.storage import atomic_write

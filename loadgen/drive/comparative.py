@@ -8,28 +8,29 @@ from __future__ import annotations
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from loadgen.drive.lifecycle import Lifecycle
+from loadgen.drive.runner import VirtualClock, WallClock
+from loadgen.drive.runner import run as drive
+from loadgen.drive.timescale import scaled_chaos, scaled_job
+from loadgen.input.plan import RunPlan, plan_run
+from loadgen.input.scenario import Scenario
+from loadgen.live.prometheus import RunPrometheus
+from loadgen.live.prometheus import exact as promrun_exact
 from loadgen.measure import hostcpu
-
-from loadgen.output import markdown as report
+from loadgen.measure.recorder import Recorder
 from loadgen.model.errors import BackendError, UserError
 from loadgen.model.registry import target_class
-from loadgen.model.target import Existing, ClusterRefused, TargetContext
-from loadgen.input.plan import RunPlan, plan_run
-from loadgen.drive.lifecycle import Lifecycle
-from loadgen.live.prometheus import RunPrometheus, exact as promrun_exact
-from loadgen.measure.recorder import Recorder
-from loadgen.drive.runner import VirtualClock, WallClock, run as drive
-from loadgen.input.scenario import Scenario
+from loadgen.model.target import ClusterRefused, Existing, TargetContext
+from loadgen.output import markdown as report
 from loadgen.output.storage import RunStore, fresh_run_dir, new_run_id
 from loadgen.output.summary import header, scheduler_result
-from loadgen.drive.timescale import scaled_chaos, scaled_job
-
 
 RESULTS_ROOT = Path("results")
 

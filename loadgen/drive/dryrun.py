@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loadgen.model.target import RUN_LABEL, ChaosAction
 from loadgen.input.plan import RunPlan
+from loadgen.model.target import RUN_LABEL, ChaosAction
 
 # what one job becomes on each backend
 OBJECTS = {"kube": "one pod per member (no gang object)", "volcano": "one Volcano Job per job, one pod per member",
-           "ray": "one placement group per job, one bundle per member", "slurm": "one sbatch job per job, one node per member"}
+           "ray": "one placement group per job, one bundle per member",
+           "slurm": "one sbatch job per job, one node per member"}
 
 # Node chaos a backend does not run on a cluster it attached to, and why (recorded as unsupported).
 NO_NODE_CHAOS_ATTACHED = {"ray": "gangstorm does not own the raylets, and Ray's drain removes a node for good"}
@@ -30,7 +31,8 @@ def describe(plan: RunPlan, names: list[str], label: str, preflight: dict[str, l
                    f"over {window:,.0f} {unit} seconds")
         lines = chaos_lines(plan.chaos, scale)
         if attached and name in NO_NODE_CHAOS_ATTACHED:
-            lines = [f"skip: {line} ({NO_NODE_CHAOS_ATTACHED[name]})" if line.startswith(("fail ", "recover ")) else line
+            lines = [f"skip: {line} ({NO_NODE_CHAOS_ATTACHED[name]})"
+                     if line.startswith(("fail ", "recover ")) else line
                      for line in lines]
         out += [f"  would disrupt: {line}" for line in lines] or ["  would disrupt: nothing (no chaos)"]
     return "\n".join(out)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from loadgen.measure.recorder import Recorder
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, Target
-from loadgen.measure.recorder import Recorder
 
 Progress = Callable[[float], None]
 

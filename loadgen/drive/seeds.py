@@ -26,9 +26,9 @@ import re
 import signal
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from loadgen.input.plan import plan_run
 from loadgen.input.scenario import Scenario

@@ -20,8 +20,9 @@ import io
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from loadgen.model.errors import UserError
 

@@ -6,9 +6,9 @@ about 1 KiB across the plan, the recorder and the target.
 """
 from __future__ import annotations
 
+from loadgen.input.scenario import Scenario, ScenarioError
 from loadgen.model.errors import TraceError
 from loadgen.model.job import Job
-from loadgen.input.scenario import Scenario, ScenarioError
 
 MAX_JOBS = 2_000_000                 # per run: ~2 GiB of plan + recorder + simulated state
 MAX_SAMPLES = 200_000                # per scheduler: timeseries rows
@@ -72,7 +72,8 @@ def check_run_length(scenario: Scenario, end_s: float, trace: str | None) -> Non
         what = f"expected at most {MAX_SAMPLES:,} samples per scheduler, a {end_s / 3600:,.1f} h run sampled " \
                f"every {every:g} s takes {end_s / every:,.0f}"
         if trace:
-            raise TraceError(trace, "submit_s", f"{what}; trim the trace (workload.trace_limit) or raise sample_every_s")
+            raise TraceError(trace, "submit_s",
+                             f"{what}; trim the trace (workload.trace_limit) or raise sample_every_s")
         raise ScenarioError(scenario.path, "sample_every_s", f"{what}; raise sample_every_s or lower duration_h")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.model.errors import UserError
 from loadgen.input.scenario import Scenario, load
+from loadgen.model.errors import UserError
 
 TIME_SCALE = 60.0           # wall-clock backends: virtual seconds per wall second, by default
 
@@ -73,7 +73,8 @@ def load_with_overrides(path: str, profile: str | None = None, more: dict[str, t
     once; its simulated schedulers timed by `profile` (None = the scenario's own choice). A value
     the scenario refuses is one line naming its flag."""
     if isinstance(profile, str):           # a flag's value: its error names the flag, not the scenario
-        from loadgen.input.profile import ProfileError, load as load_profile
+        from loadgen.input.profile import ProfileError
+        from loadgen.input.profile import load as load_profile
         try:
             profile = load_profile(profile)
         except ProfileError as e:

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 from loadgen.input import chaos as chaos_mod
 from loadgen.input import limits
-from loadgen.model.fleet import Fleet
-from loadgen.model.job import Job
-from loadgen.model.target import ChaosAction
 from loadgen.input.scenario import Scenario
 from loadgen.input.traces import compress, is_csv, load_trace
 from loadgen.input.workload import describe, generate
+from loadgen.model.fleet import Fleet
+from loadgen.model.job import Job
+from loadgen.model.target import ChaosAction
 
 
 @dataclass

@@ -71,7 +71,8 @@ class Profile:
         try:
             return self.params[section][key].value
         except KeyError:
-            raise ProfileError(self.path, f"parameters.{section}.{key}", "is missing (the scenario takes it from the profile)") from None
+            raise ProfileError(self.path, f"parameters.{section}.{key}",
+                               "is missing (the scenario takes it from the profile)") from None
 
     def calibrated(self, scheduler: str) -> bool:
         """Only a held-out validation makes a scheduler's profile calibrated."""
@@ -131,7 +132,8 @@ def load(name_or_path: str | None = None) -> Profile:
             raise ProfileError(src, f"parameters.{section}", "expected a mapping of parameters")
         for k in keys:
             if k not in fields:
-                raise ProfileError(src, f"parameters.{section}.{shown(k)}", f"unknown parameter (known: {', '.join(fields)})")
+                raise ProfileError(src, f"parameters.{section}.{shown(k)}",
+                                   f"unknown parameter (known: {', '.join(fields)})")
         params[section] = {k: _param(v, src, f"parameters.{section}.{k}", fields[k]) for k, v in keys.items()}
     for section, keys, what in NOT_ALL_ZERO:
         have = params.get(section) or {}
@@ -147,7 +149,8 @@ def load(name_or_path: str | None = None) -> Profile:
 TOP_KEYS = ("name", "description", "parameters", "validation")
 # Costs that may each be 0 but not all at once: the model divides by their sum (a scenario setting
 # them is held to the same, loadgen/input/scenario.py).
-NOT_ALL_ZERO = (("ray", ("gcs_base_ms", "gcs_per_bundle_ms", "gcs_per_bundle_sq_us", "gcs_per_node_us", "commit_rtt_ms"),
+NOT_ALL_ZERO = (("ray", ("gcs_base_ms", "gcs_per_bundle_ms", "gcs_per_bundle_sq_us", "gcs_per_node_us",
+                         "commit_rtt_ms"),
                  "a GCS that takes some time per placement group"),)
 SECTIONS = (*SCHEDULERS, "control_plane")
 
@@ -173,7 +176,8 @@ def _param(v: Any, src: str, where: str, spec: Field) -> Param:
         raise ProfileError(src, where, "expected {value, unit, provenance, source[, command]}")
     unknown = sorted(map(shown, set(v) - {"value", "unit", "provenance", "source", "command"}))
     if unknown:
-        raise ProfileError(src, f"{where}.{unknown[0]}", "unknown key (known: value, unit, provenance, source, command)")
+        raise ProfileError(src, f"{where}.{unknown[0]}",
+                           "unknown key (known: value, unit, provenance, source, command)")
     value = v.get("value")
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or not 0 <= value <= MAX_VALUE):

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from loadgen.input import names
+from loadgen.input import names, yamlfile
 from loadgen.input import profile as profiles
-from loadgen.input import yamlfile
+from loadgen.input.profile import Profile, ProfileError
+from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import StartupSpec
-from loadgen.input.profile import Profile, ProfileError
-from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
 
 
 class ScenarioError(UserError):
@@ -157,7 +157,8 @@ def _check_mix(data: dict, src: str) -> None:
         raise ScenarioError(src, "fleet.gpu_models", "expected at least one model with a positive weight")
     for name, c in classes.items():
         if c["shapes"] and sum(s["weight"] for s in c["shapes"]) <= 0:
-            raise ScenarioError(src, f"workload.classes.{name}.shapes", "expected at least one shape with a positive weight")
+            raise ScenarioError(src, f"workload.classes.{name}.shapes",
+                                "expected at least one shape with a positive weight")
         d = c["duration_s"]
         if d["max"] is not None and d["max"] < d["median"]:
             raise ScenarioError(src, f"workload.classes.{name}.duration_s.max",
@@ -205,7 +206,8 @@ class Scenario:
     def startup(self) -> StartupSpec:
         """Image pull, rendezvous and GPU activity as the scenario describes them (virtual seconds)."""
         st = self.data["startup"]
-        return StartupSpec.from_sections(st["image"], {**st["rendezvous"], "restart": dict(st["rendezvous"]["restart"])},
+        return StartupSpec.from_sections(st["image"],
+                                         {**st["rendezvous"], "restart": dict(st["rendezvous"]["restart"])},
                                          self.data["activity"])
 
     def model_status(self, scheduler: str) -> dict[str, Any]:
@@ -213,7 +215,7 @@ class Scenario:
         own = [k for k in self.from_scenario if k.startswith(("control_plane.", f"schedulers.{scheduler}."))]
         return {**self.profile.status(scheduler), **({"set_by_scenario": own} if own else {})}
 
-    def with_overrides(self, **dotted: Any) -> "Scenario":
+    def with_overrides(self, **dotted: Any) -> Scenario:
         """This scenario again with dotted keys replaced (e.g. {"fleet.nodes": 1000}), validated
         from its raw data as a file saying so would be (for code that varies a built scenario; the
         CLI's flags go to load() instead)."""
@@ -302,7 +304,8 @@ def load(path: str | Path, profile: Profile | str | None = None, overrides: Mapp
     try:
         raw = yamlfile.read(path)
     except yamlfile.YamlFileError as e:
-        raise ScenarioError(src, e.where, "no such scenario file" if e.expected == "no such file" else e.expected) from None
+        raise ScenarioError(src, e.where,
+                            "no such scenario file" if e.expected == "no such file" else e.expected) from None
     if raw is None:
         raise ScenarioError(src, "", "is empty; expected a scenario mapping (`{}` runs every default; see scenarios/)")
     if not isinstance(raw, dict):

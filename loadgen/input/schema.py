@@ -132,13 +132,15 @@ SCENARIO = {
         "kube": {
             "percentage_of_nodes_to_score": Field(int, None, lo=1, hi=100, nullable=True,
                                                   source=K8S_SCHED + " (0 = adaptive)"),
-            "scoring": Field(str, "least_allocated", choices=("least_allocated", "most_allocated", "balanced_allocation"),
+            "scoring": Field(str, "least_allocated",
+                             choices=("least_allocated", "most_allocated", "balanced_allocation"),
                              source=K8S_SCHED + " (NodeResourcesFit LeastAllocated, cpu 1, memory 1)"),
             "gpu_weight": Field(int, 3, lo=0, hi=100),        # our scheduler profile: GPUs count 3x cpu and memory
             "api_qps": Field(NUM, 50.0, lo=0.1, source=K8S_SCHED + " (clientConnection.qps)"),
             "api_burst": Field(int, 100, lo=1, source=K8S_SCHED + " (clientConnection.burst)"),
             "coscheduling": Field(bool, False),
-            "permit_timeout_s": Field(NUM, 60.0, lo=0, source="scheduler-plugins coscheduling default permitWaitingTimeSeconds"),
+            "permit_timeout_s": Field(NUM, 60.0, lo=0,
+                                      source="scheduler-plugins coscheduling default permitWaitingTimeSeconds"),
             "pod_initial_backoff_s": Field(NUM, 1.0, lo=0, source=K8S_SCHED + " (podInitialBackoffSeconds)"),
             "pod_max_backoff_s": Field(NUM, 10.0, lo=0, source=K8S_SCHED + " (podMaxBackoffSeconds)"),
             "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # serial scheduling cycle per pod: fixed part
@@ -177,7 +179,8 @@ SCENARIO = {
             },
             # real backend only (fakes/volcano/controlplane.py, fakes/volcano/target.py); the sim
             # models the default of 3 workers through controller_qps/burst
-            "controller_workers": Field(int, None, lo=1, hi=256, nullable=True, source=VC_CTRL + " (--worker-threads 3)"),
+            "controller_workers": Field(int, None, lo=1, hi=256, nullable=True,
+                                        source=VC_CTRL + " (--worker-threads 3)"),
             "client_threads": Field(int, 8, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
         },
@@ -188,14 +191,21 @@ SCENARIO = {
                                           choices=("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
             "gcs_base_ms": Field(NUM, PROFILE, lo=0),          # GCS scheduling work per group: fixed part
             "gcs_per_bundle_ms": Field(NUM, PROFILE, lo=0),    # ... per bundle
-            "gcs_per_bundle_sq_us": Field(NUM, PROFILE, lo=0),  # ... per bundle squared (bundle-to-bundle checks)
-            "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node considered
+            "gcs_per_bundle_sq_us": Field(NUM,
+                                          PROFILE, lo=0),  # ... per bundle squared, per node (k bundles on a node: k^2)
+            "gcs_per_node_us": Field(NUM, PROFILE, lo=0),      # ... per alive node, every attempt
+            "gcs_per_node_scored_ns": Field(NUM, PROFILE, lo=0),  # ... per alive node per scoring pass (GetBestNode)
             "commit_rtt_ms": Field(NUM, PROFILE, lo=0),        # one prepare or commit round to the raylets
+            "commit_per_node_ms": Field(NUM, PROFILE, lo=0),   # ... plus this per node called (they answer in turn)
+            "gcs_followup_ratio": Field(NUM, PROFILE, lo=0),   # a created group costs the GCS this x its attempt again
             "observe_ms": Field(NUM, PROFILE, lo=0),           # ready -> the driver's callback
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
-            "retry_initial_s": Field(NUM, 0.1, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
-            "retry_multiplier": Field(NUM, 1.5, lo=1, source=RAY_CONF + " (gcs_create_placement_group_retry_multiplier)"),
-            "retry_max_s": Field(NUM, 1.0, lo=0, source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
+            "retry_initial_s": Field(NUM, 0.1, lo=0,
+                                     source=RAY_CONF + " (gcs_create_placement_group_retry_min_interval_ms 100)"),
+            "retry_multiplier": Field(NUM, 1.5, lo=1,
+                                      source=RAY_CONF + " (gcs_create_placement_group_retry_multiplier)"),
+            "retry_max_s": Field(NUM, 1.0, lo=0,
+                                 source=RAY_CONF + " (gcs_create_placement_group_retry_max_interval_ms 1000)"),
             "gcs_tick_s": Field(NUM, 1.0, lo=0.001, source="Ray constant, src/ray/gcs/gcs_placement_group_manager.cc "
                                 "GcsPlacementGroupManager::Tick (retries due pending groups every 1000 ms)"),
             # real backend only (fakes/ray/target.py, docs/ray-fakelets.md): what the fleet's nodes are
@@ -220,9 +230,11 @@ SCENARIO = {
             "bf_max_job_start": Field(int, 0, lo=0, source=SLURM_CONF + " (bf_max_job_start; 0 = no limit)"),
             "bf_yield_interval_s": Field(NUM, 2.0, lo=1e-6, source=SLURM_CONF + " (bf_yield_interval 2,000,000 us)"),
             "bf_yield_sleep_s": Field(NUM, 0.5, lo=1e-6, source=SLURM_CONF + " (bf_yield_sleep 500,000 us)"),
-            "max_sched_time_s": Field(NUM, 2.0, lo=1, source=SLURM_CONF + " (max_sched_time: MessageTimeout/2 within [1, 2] s)"),
-            "background_tick_s": Field(NUM, 1.0, lo=0.001, source="Slurm constant, src/slurmctld/controller.c "
-                                       "_slurmctld_background (10 x usleep(100000)); backfill_agent's idle sleep (1 s)"),
+            "max_sched_time_s": Field(NUM, 2.0, lo=1,
+                                      source=SLURM_CONF + " (max_sched_time: MessageTimeout/2 within [1, 2] s)"),
+            "background_tick_s": Field(NUM, 1.0, lo=0.001,
+                                       source="Slurm constant, src/slurmctld/controller.c _slurmctld_background "
+                                              "(10 x usleep(100000)); backfill_agent's idle sleep (1 s)"),
             "default_queue_depth": Field(int, 100, lo=1, source=SLURM_CONF + " (default_queue_depth)"),
             # Fair share and age need SlurmDBD (slurmctld ignores their weights without it); the real
             # backend runs without one, so "none" is what it does and "slurmdbd" is sim-only.
@@ -231,7 +243,8 @@ SCENARIO = {
             "priority_weight_fairshare": Field(int, 10000, lo=0),
             "priority_weight_jobsize": Field(int, 1000, lo=0),
             "priority_max_age_h": Field(NUM, 168.0, lo=0.01, source="Slurm default, slurm.conf(5) PriorityMaxAge 7-0"),
-            "priority_decay_half_life_h": Field(NUM, 168.0, lo=0.01, source="Slurm default, slurm.conf(5) PriorityDecayHalfLife 7-0"),
+            "priority_decay_half_life_h": Field(NUM, 168.0, lo=0.01,
+                                                source="Slurm default, slurm.conf(5) PriorityDecayHalfLife 7-0"),
             "switches": Field(int, 0, lo=0),                  # --switches=N for gangs of switches_min_members+
             "switches_min_members": Field(int, 8, lo=1),
             "switches_max_wait_s": Field(NUM, 300.0, lo=0, source=SLURM_CONF + " (max_switch_wait)"),
@@ -298,14 +311,19 @@ SCENARIO = {
             "misaligned_s": Field(NUM, 0.0, lo=0, hi=86400),
             "jitter_sigma": Field(NUM, 0.0, lo=0, hi=5),
             "timeout_s": Field(NUM, 600.0, lo=0.001, hi=86400,
-                               source="torchrun default, torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (join_timeout 600 s)"),
+                               source="torchrun default, torch/distributed/elastic/rendezvous/dynamic_rendezvous.py "
+                                      "(join_timeout 600 s)"),
             "restart_backoff_s": Field(NUM, 10.0, lo=0, hi=86400,
-                                       source="kubelet default, Kubernetes Pod lifecycle docs (container restart back-off starts at 10 s)"),
+                                       source="kubelet default, Kubernetes Pod lifecycle docs (container restart "
+                                              "back-off starts at 10 s)"),
             # How each scheduler restarts a gang whose rendezvous timed out (loadgen/drive/lifecycle.py)
             "restart": {
-                "kube": Field(str, "in-place", choices=RESTART, source="batch/v1 Job restartPolicy OnFailure: the kubelet restarts the container"),
-                "volcano": Field(str, "requeue", choices=RESTART, source="Volcano Job policy event PodFailed, action RestartJob"),
-                "ray": Field(str, "in-place", choices=RESTART, source="Ray Train FailureConfig: the worker group restarts on its placement group"),
+                "kube": Field(str, "in-place", choices=RESTART,
+                              source="batch/v1 Job restartPolicy OnFailure: the kubelet restarts the container"),
+                "volcano": Field(str, "requeue", choices=RESTART,
+                                 source="Volcano Job policy event PodFailed, action RestartJob"),
+                "ray": Field(str, "in-place", choices=RESTART,
+                             source="Ray Train FailureConfig: the worker group restarts on its placement group"),
                 "slurm": Field(str, "requeue", choices=RESTART, source="Slurm scontrol requeue / sbatch --requeue"),
             },
         },

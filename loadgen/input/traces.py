@@ -15,9 +15,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from loadgen.input import files, names
+from loadgen.input.workload import tenant_names
 from loadgen.model.errors import TraceError
 from loadgen.model.job import Job
-from loadgen.input.workload import tenant_names
 
 REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}
 HEADER = "gangstorm_trace"
@@ -75,6 +75,8 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
     for key in STRINGS:
         if key in row and not isinstance(row[key], str):
             raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
+        if key == "name" and row.get(key) == "":
+            continue                # the job model's own "no name", as export_jsonl writes it
         if key in row and (why := (names.class_problem if key == "cls" else names.problem)(row[key])):
             raise TraceError(src, f"{where}: {key}", why)
     for key in ("members", "gpus_per_member"):
@@ -185,7 +187,8 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
                 created = float(r["creation_time"])
                 deleted = float(r["deletion_time"]) if r["deletion_time"] else None
             except (TypeError, ValueError):
-                raise TraceError(src, f"line {lineno}", "expected numeric num_gpu/creation_time/deletion_time") from None
+                raise TraceError(src, f"line {lineno}",
+                                 "expected numeric num_gpu/creation_time/deletion_time") from None
             if not all(math.isfinite(x) for x in (gpus, created, deleted or 0.0)):
                 raise TraceError(src, f"line {lineno}", "expected finite num_gpu/creation_time/deletion_time")
             if gpus < 0 or gpus != int(gpus):

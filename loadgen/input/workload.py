@@ -14,8 +14,8 @@ import numpy as np
 from faker import Faker
 
 from loadgen.input import limits
-from loadgen.model.job import Job
 from loadgen.input.scenario import Scenario
+from loadgen.model.job import Job
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,8 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     info = WorkloadInfo(
         jobs=n, churn_multiplier=churn, target_allocation=wl["target_allocation"], offered_load=offered,
         arrival_rate_per_s=rate, baseline_arrival_rate_per_s=base_rate, mean_gpus_per_job=e_gpus,
-        mean_members_per_job=float(members.mean()) if n else 0.0, mean_duration_s=e_dur / churn, churn_per_s=2 * rate, tenants=tenants, source="generator")
+        mean_members_per_job=float(members.mean()) if n else 0.0, mean_duration_s=e_dur / churn, churn_per_s=2 * rate,
+                        tenants=tenants, source="generator")
     return jobs, info
 
 

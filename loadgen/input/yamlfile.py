@@ -52,7 +52,8 @@ class _StrictLoader(yaml.SafeLoader):
         text = str(self.construct_scalar(node)).replace("_", "")
         where = f"line {node.start_mark.line + 1}"
         if ":" in text:
-            raise YamlFileError(where, f"{text!r} is a base-60 number in YAML 1.1 ({super().construct_yaml_int(node)}); "
+            raise YamlFileError(where,
+                                f"{text!r} is a base-60 number in YAML 1.1 ({super().construct_yaml_int(node)}); "
                                 "expected the number itself (quote it to mean the text)")
         if OCTAL.match(text):
             raise YamlFileError(where, f"{text!r} is an octal number in YAML 1.1 ({super().construct_yaml_int(node)}); "

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from loadgen.live import exposition
+from loadgen.measure.recorder import Recorder
 from loadgen.model.fleet import Fleet
 from loadgen.model.registry import component
 from loadgen.model.startup.spec import ActivitySpec
-from loadgen.measure.recorder import Recorder
 
 
 class MetricsEndpoint:

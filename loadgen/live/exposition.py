@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.measure.statistics import budget_spans
 from loadgen.measure.recorder import Recorder
+from loadgen.measure.statistics import budget_spans
 
 BUCKET_GROWTH = 1.25
 BUCKETS = tuple(round(0.001 * BUCKET_GROWTH ** k, 9) for k in range(0, 80))    # 1 ms .. ~ 50 h

@@ -17,12 +17,16 @@ SCRAPE_S = 1.0
 
 def queries(scheduler: str, range_s: int) -> dict[str, str]:
     r = f"{max(range_s, 60)}s"
-    own = (lambda metric: f'histogram_quantile(0.99, sum(rate({metric}_bucket{{scheduler="{scheduler}"}}[{r}])) by (le))')
+
+    def own(metric: str) -> str:
+        return f'histogram_quantile(0.99, sum(rate({metric}_bucket{{scheduler="{scheduler}"}}[{r}])) by (le))'
+
     out = {
         "admission_p99_s": own("gangstorm_admission_seconds"),
         "placement_to_ready_p99_s": own("gangstorm_placement_to_ready_seconds"),
         "rendezvous_p99_s": own("gangstorm_rendezvous_seconds"),
-        "active_util": f"sum(sum_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}])) / sum(count_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}]))",
+        "active_util": f"sum(sum_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}])) / "
+                       f"sum(count_over_time(DCGM_FI_PROF_SM_ACTIVE[{r}]))",
         "apiserver_requests_per_s": f"sum(rate(apiserver_request_total[{r}]))",
         "etcd_db_bytes": "max(etcd_mvcc_db_total_size_in_bytes)",
     }
@@ -33,7 +37,10 @@ def queries(scheduler: str, range_s: int) -> dict[str, str]:
 def exact(result: dict[str, Any]) -> dict[str, Any]:
     """gangstorm's own figures for the quantities the queries estimate."""
     b = result.get("budgets") or {}
-    p99 = (lambda key: ((b.get(key) or {}).get("all") or {}).get("p99"))
+
+    def p99(key: str) -> float | None:
+        return ((b.get(key) or {}).get("all") or {}).get("p99")
+
     return {"admission_p99_s": result["admission_s"]["p99"], "placement_to_ready_p99_s": p99("placement_to_ready"),
             "rendezvous_p99_s": p99("rendezvous"), "active_util": (result.get("activity") or {}).get("active_util")}
 
@@ -51,7 +58,7 @@ class RunPrometheus:
         self.server = prom.PrometheusServer(work_dir, jobs)
         self.t0 = time.monotonic()
 
-    def start(self) -> "RunPrometheus":
+    def start(self) -> RunPrometheus:
         """Started, and gangstorm's series scraped once at zero, so that rate() over the run sees
         every observation (a counter's increase before its first scrape is invisible to it)."""
         self.server.start()

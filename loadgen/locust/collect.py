@@ -3,7 +3,7 @@
 One Collector lives in the local runner or the master. Lanes (local or on workers) hand it
 batches of raw rows: sent times, target events, snapshots, chaos entries. At the end it replays
 them into a loadgen Recorder over the jobs actually sent and summarizes with the same
-metrics.summarize and top-level keys as `gangstorm run`, so reports and SLO tests read either.
+loadgen.measure.statistics.summarize and top-level keys as `gangstorm run`, so reports and SLO tests read either.
 No Locust import here: this module is plain Python over plain data.
 """
 from __future__ import annotations
@@ -14,16 +14,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from loadgen.output import markdown as report
+from loadgen.drive.timescale import scaled_job
 from loadgen.locust.lanes import row_event
 from loadgen.locust.plan import Plan
+from loadgen.measure.recorder import Recorder
 from loadgen.measure.statistics import exact_quantile, latency_stats
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot
-from loadgen.measure.recorder import Recorder
+from loadgen.output import markdown as report
 from loadgen.output.storage import RunStore
 from loadgen.output.summary import header, scheduler_result
-from loadgen.drive.timescale import scaled_job
 
 SNAP_FIELDS = ("t", "gpus_allocated", "gpus_partial", "gpus_stranded", "pending_jobs", "partial_gangs",
                "running_jobs")
@@ -65,7 +65,7 @@ class LaneLog:
         if "final" in batch:
             self.finals[shard] = batch["final"]
 
-    def frozen(self) -> "LaneLog":
+    def frozen(self) -> LaneLog:
         """A copy whose containers the live loop no longer appends to (for a summary off the loop)."""
         c = copy.copy(self)
         c.sent, c.lateness, c.events = dict(self.sent), list(self.lateness), list(self.events)
@@ -128,13 +128,13 @@ class Collector:
             if name in self.lanes:
                 self.lanes[name].ingest(batch, shard)
 
-    def frozen(self) -> "Collector":
+    def frozen(self) -> Collector:
         c = copy.copy(self)
         c.lanes = {name: lane.frozen() for name, lane in self.lanes.items()}
         return c
 
     def done(self, shards: int) -> bool:
-        return all(len(l.finals) >= shards for l in self.lanes.values())
+        return all(len(lane.finals) >= shards for lane in self.lanes.values())
 
     # --- live view (web tab) ------------------------------------------------------------------
     def rows(self) -> list[dict]:
@@ -148,14 +148,15 @@ class Collector:
                 sent_by_cls[lane.jobs[jid].cls] += 1
             for cls in classes:
                 lat = lane.admit_lat.get(cls, [])
-                q = (lambda p: round(exact_quantile(lat, p), 3) if lat else None)
                 out.append({
                     "name": f"{name}/{cls}", "sent": sent_by_cls[cls], "admitted": len(lat),
-                    "p50_s": q(0.5), "p99_s": q(0.99), "p999_s": q(0.999), "failed": lane.failed_by_cls.get(cls, 0),
+                    "p50_s": _rounded_quantile(lat, 0.5), "p99_s": _rounded_quantile(lat, 0.99),
+                    "p999_s": _rounded_quantile(lat, 0.999), "failed": lane.failed_by_cls.get(cls, 0),
                     "gpus_allocated": snap["gpus_allocated"], "gpus_partial": snap["gpus_partial"],
                     "partial_gangs": snap["partial_gangs"], "pending_jobs": snap["pending_jobs"],
                     "running_jobs": snap["running_jobs"], "control_plane": cp,
-                    "lateness_p999_ms": round(exact_quantile(lane.lateness, 0.999) * 1000, 3) if lane.lateness else None,
+                    "lateness_p999_ms": (round(exact_quantile(lane.lateness, 0.999) * 1000, 3)
+                                         if lane.lateness else None),
                 })
         return out
 
@@ -204,6 +205,10 @@ class Collector:
         out["latency_clock"] = ("wall seconds (real control-plane latency, not scaled)" if st.wall
                                 else "virtual seconds (simulated scheduler, time-scaled)")
         return out, rec
+
+
+def _rounded_quantile(values: list[float], p: float) -> float | None:
+    return round(exact_quantile(values, p), 3) if values else None
 
 
 def _short(v) -> str:

@@ -12,14 +12,14 @@ workload unscaled; real targets run on wall seconds and see jobs already time-sc
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import gevent
 from gevent.pool import Group
 
+from loadgen.locust.stats import ms
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.locust.stats import ms
 from loadgen.model.target import ChaosAction, ChaosUnsupported, Target
 
 # fire(request_type, name, response_time_ms | None, exception | None)

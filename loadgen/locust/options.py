@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
-from loadgen.model.target import Existing
 from loadgen.input.overrides import OVERRIDES, TIME_SCALE, OverrideError, load_with_overrides
 from loadgen.input.scenario import Scenario, ScenarioError
+from loadgen.model.registry import REGISTRY, SCHEDULERS, backends, target_class
+from loadgen.model.target import Existing
 
 ARGS = [
     # dest, flag, default, help
@@ -19,7 +19,8 @@ ARGS = [
     ("backend", "--backend", "sim", "sim (simulated scheduler, time-scaled) or real"),
     *[(o.dest, o.flag, f"{TIME_SCALE:g}" if o.dest == "time_scale" else "", f"{o.help} (empty = the scenario's)"
        if o.key else o.help) for o in OVERRIDES.values() if o.dest != "duration_h"],
-    ("profile", "--sim-profile", "", "calibration profile of the simulated schedulers (empty = the scenario's); Locust has its own --profile"),
+    ("profile", "--sim-profile", "",
+     "calibration profile of the simulated schedulers (empty = the scenario's); Locust has its own --profile"),
     ("results_dir", "--results-dir", "", "where summary.json goes (empty = results/<run-id>)"),
 ]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from loadgen.input.plan import RunPlan, plan_run
 from loadgen.locust.options import Settings
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction
-from loadgen.input.plan import RunPlan, plan_run
 
 
 @dataclass

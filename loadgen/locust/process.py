@@ -8,20 +8,20 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import gevent
 
-from loadgen.model.job import Job
+from loadgen.drive.lifecycle import Lifecycle
+from loadgen.drive.timescale import scaled_chaos, scaled_job
 from loadgen.locust.lanes import Fire, Lane, OpenLoop
 from loadgen.locust.options import Settings
 from loadgen.locust.plan import Plan, build, shard
+from loadgen.model.job import Job
 from loadgen.model.registry import target_class
-from loadgen.drive.lifecycle import Lifecycle
 from loadgen.model.target import TargetContext
-from loadgen.drive.timescale import scaled_chaos, scaled_job
 
 log = logging.getLogger("gangstorm.locust")
 LEAD_IN_S = 1.0     # the schedule starts this long after test start, so users are spawned in time
@@ -37,7 +37,7 @@ class Process:
 
     def __init__(self, settings: Settings, fire: Fire, shard_index: int = 0, shard_count: int = 1,
                  run_dir: Path | None = None, plan: Plan | None = None,
-                 on_pump: Callable[["Process"], None] | None = None, role: str = "all",
+                 on_pump: Callable[[Process], None] | None = None, role: str = "all",
                  t0_epoch: float | None = None, run_id: str | None = None):
         """role "all": this process sends its shard and observes its own targets (split-fleet
         mode: each process drives its own share of the fleet). On one existing cluster shared by

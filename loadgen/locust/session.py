@@ -19,11 +19,13 @@ from pathlib import Path
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen.input.scenario import ScenarioError
 from loadgen.locust.collect import Collector
-from loadgen.locust.options import OptionError, Settings, settings as parse_settings
+from loadgen.locust.options import OptionError, Settings
+from loadgen.locust.options import settings as parse_settings
 from loadgen.locust.plan import build
 from loadgen.locust.process import Process
-from loadgen.input.scenario import ScenarioError
+from loadgen.model.errors import UserError
 from loadgen.output.storage import new_run_id
 
 log = logging.getLogger("gangstorm.locust")
@@ -74,6 +76,18 @@ class Session:
             gevent.spawn(self.env.runner.stop)
             return None
 
+    def _plan(self, st: Settings):
+        """The run plan, or None after a bad trace or workload (read only now, when the test
+        starts) has been said in one line and Locust told to quit with status 2: an error here
+        would otherwise leave Locust running with no user, until someone stops it."""
+        try:
+            return _build(st)
+        except UserError as e:
+            sys.stderr.write(f"gangstorm: error: {e}\n")
+            self.env.process_exit_code = 2
+            gevent.spawn(self.env.runner.quit)
+            return None
+
     def _fire(self, request_type: str, name: str, response_time, exception) -> None:
         self.env.events.request.fire(request_type=request_type, name=name, response_time=response_time,
                                      response_length=0, exception=exception, context={})
@@ -93,15 +107,20 @@ class Session:
             index = shards.get(runner.client_id, runner.worker_index if runner.worker_index >= 0 else 0)
             run_dir = getattr(opts, "gangstorm_run_dir", None)
             one = getattr(opts, "gangstorm_mode", None) == ONE_TARGET
+            plan = self._plan(st)
+            if plan is None:
+                return
             self.process = Process(st, self._fire, index, max(len(shards), 1), Path(run_dir) if run_dir else None,
-                                   plan=_build(st), role="submit" if one else "all",
+                                   plan=plan, role="submit" if one else "all",
                                    t0_epoch=getattr(opts, "gangstorm_t0", None) if one else None,
                                    run_id=getattr(opts, "gangstorm_run_label", None) if one else None)
             return
         st = self._settings()
         if st is None:
             return
-        plan = _build(st)
+        plan = self._plan(st)
+        if plan is None:
+            return
         run_id = new_run_id(st.scenario.name)
         out = Path(st.results_dir) if st.results_dir else Path("results") / run_id
         info = {"users": getattr(opts, "num_users", None), "run_time_s": getattr(opts, "run_time", None)}

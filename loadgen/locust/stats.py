@@ -51,7 +51,7 @@ def ms(seconds: float) -> float:
 
 
 def install() -> None:
-    import locust.stats as stats   # imported here: the helpers above stay usable without Locust
+    import locust.stats as stats  # imported here: the helpers above stay usable without Locust
 
     stats.bucket_response_time = exact_bucket
     stats.calculate_response_time_percentile = nearest_rank

@@ -7,8 +7,8 @@ JavaScript of our own. Keys are plain lowercase words because the UI camel-cases
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 KEY = "gangstorm"
 COLUMNS = [

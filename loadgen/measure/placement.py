@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.measure.recorder import Recorder
 from loadgen.measure.statistics import latency_stats
 from loadgen.model.fleet import Fleet
-from loadgen.measure.recorder import Recorder
 
 
 def quality(rec: Recorder, fleet: Fleet) -> dict:

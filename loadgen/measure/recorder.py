@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.model.startup import activity
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
+from loadgen.model.startup import activity
 from loadgen.model.startup.spec import ActivitySpec
 from loadgen.model.target import Snapshot
 
@@ -174,7 +174,7 @@ class Recorder:
         for fn in self.on_sample:
             fn(self, snap)
 
-    def subset(self, keep: np.ndarray) -> "Recorder":
+    def subset(self, keep: np.ndarray) -> Recorder:
         """A recorder of only the jobs at the sorted indices `keep` (the jobs a run cut short had
         sent), with what was recorded for them; run-wide figures (samples, time integrals, chaos)
         are shared, as the kept jobs are the only ones that held anything."""

@@ -7,8 +7,7 @@ from loadgen.model.events import Event, Kind
 from loadgen.model.fleet import Fleet, stranded_gpus
 from loadgen.model.job import Job
 from loadgen.model.registry import REGISTRY, SCHEDULERS, register, target_class
-from loadgen.model.target import (CHAOS_KINDS, ChaosAction, ChaosUnsupported, Snapshot, Target,
-                                  TargetContext)
+from loadgen.model.target import CHAOS_KINDS, ChaosAction, ChaosUnsupported, Snapshot, Target, TargetContext
 
 __all__ = ["CHAOS_KINDS", "ChaosAction", "ChaosUnsupported", "Event", "Fleet", "Job", "Kind", "REGISTRY",
            "SCHEDULERS", "Snapshot", "Target", "TargetContext", "register", "stranded_gpus", "target_class"]

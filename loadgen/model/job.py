@@ -37,6 +37,6 @@ class Job:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, row: dict) -> "Job":
+    def from_dict(cls, row: dict) -> Job:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in row.items() if k in known})

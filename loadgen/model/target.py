@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loadgen.model.fleet import Fleet
 from loadgen.model.events import Event, Kind
+from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.startup.spec import StartupSpec
 
@@ -152,7 +152,7 @@ class Target(ABC):
         out, self._out = self._out, []
         return out
 
-    def start(self) -> None:
+    def start(self) -> None:  # noqa: B027 (optional hook: a target with nothing to bring up keeps the no-op)
         """Bring the backend up (real) or build the model state (sim)."""
 
     @abstractmethod
@@ -205,7 +205,7 @@ class Target(ABC):
         cluster holds workloads not created by gangstorm and Existing.allow_foreign is False."""
         return []
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 (optional hook: a target with nothing to release keeps the no-op)
         """Release everything; real targets stop every process they started. On an existing
         cluster: delete every object carrying the run label, and report what could not be
         deleted in after_stop()["left_behind"]."""

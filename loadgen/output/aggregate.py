@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,8 @@ RESOURCE = (
     Figure("fragmentation", "fragmentation", lambda r, c: r.get("fragmentation")),
     Figure("scheduling_tax", "sched. tax", lambda r, c: _d(r.get("scheduling_tax")).get("tax")),
     Figure("partial_gang_gpu_hours", "partial-gang GPU-h", lambda r, c: r.get("partial_gang_gpu_hours"), unit="GPU-h"),
-    Figure("cost_per_million_gpu_hours", "$ per 1M GPU-h", lambda r, c: r.get("cost_per_million_gpu_hours"), unit="USD"),
+    Figure("cost_per_million_gpu_hours", "$ per 1M GPU-h",
+           lambda r, c: r.get("cost_per_million_gpu_hours"), unit="USD"),
 )
 _NAMED = {f.name for f in ADMISSION + BUDGET_FIGURES + RESOURCE}
 # compare's other metrics, so `compare` finds a spread for every metric it reads (not tested pairwise here)
@@ -175,8 +177,10 @@ def significance(schedulers: dict[str, dict], classes: list[str], n_seeds: int) 
     pairs = []
     for a, b in itertools.combinations(list(schedulers), 2):
         for cls in [ALL, *classes]:
-            sa = _d(schedulers[a].get("spread") if cls == ALL else _d(_d(schedulers[a].get("by_class")).get(cls)).get("spread"))
-            sb = _d(schedulers[b].get("spread") if cls == ALL else _d(_d(schedulers[b].get("by_class")).get(cls)).get("spread"))
+            sa = _d(schedulers[a].get("spread") if cls == ALL
+                    else _d(_d(schedulers[a].get("by_class")).get(cls)).get("spread"))
+            sb = _d(schedulers[b].get("spread") if cls == ALL
+                    else _d(_d(schedulers[b].get("by_class")).get(cls)).get("spread"))
             for f in (FIGURES if cls == ALL else CLASS_FIGURES):
                 if f.headline and f.name in sa and f.name in sb:
                     pairs.append(pair(a, b, cls, f, sa[f.name], sb[f.name], min_seeds))
@@ -196,7 +200,8 @@ def over_seeds(head: dict, per_seed: dict[int, dict]) -> dict:
     if docs:
         out["workload"] = median_tree([_d(d.get("workload")) for d in docs])
         out["duration_h"] = median_tree([d.get("duration_h") for d in docs])
-    names = [n for n in _d(docs[0].get("schedulers")) if all(n in _d(d.get("schedulers")) for d in docs)] if docs else []
+    names = [n for n in _d(docs[0].get("schedulers"))
+             if all(n in _d(d.get("schedulers")) for d in docs)] if docs else []
     schedulers = {}
     for name in names:
         results = {s: per_seed[s]["schedulers"][name] for s in seeds}

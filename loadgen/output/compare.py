@@ -17,8 +17,9 @@ seeds), the tolerance alone decides, as for single-seed runs, and the row says s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from loadgen.measure import spread
 from loadgen.model.numbers import significant

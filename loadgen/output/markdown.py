@@ -29,7 +29,8 @@ def render(summary: dict) -> str:
         lines.append(
             f"| {name}{' (partial)' if s.get('partial') else ''} | {s['backend']} | {s['jobs']['admitted']:,} "
             f"| {s['jobs']['never_admitted']:,} "
-            f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | {fixed(a['max'], 1)} "
+            f"| {fixed(a['p50'], 2)} | {fixed(a['p99'], 1)} | {fixed(a['p999'], 1)} ({a['count']:,}) | "
+            f"{fixed(a['max'], 1)} "
             f"| {s['alloc_util']:.3f} | {s['fragmentation']:.4f} | {s['partial_gang_gpu_hours']:,.1f} "
             f"| {s['scheduling_tax']['tax'] * 100:.2f}% | {fixed(s['cost_per_million_gpu_hours'], 0)} |")
     lines += refusal_lines(summary)
@@ -52,7 +53,8 @@ def render(summary: dict) -> str:
                   "cross-leaf GPU-h | cross-spine GPU-h |", "|---|---:|---:|---:|---:|---:|"]
         for n, q in placed.items():
             span = q["leaves_spanned"]
-            spans = "n/a" if not span else f"{fixed(span['mean'], 2)} / {fixed(span['p99'], 0)} / {fixed(span['max'], 0)}"
+            spans = ("n/a" if not span
+                     else f"{fixed(span['mean'], 2)} / {fixed(span['p99'], 0)} / {fixed(span['max'], 0)}")
             share, large = q["large_in_one_leaf_share"], q["large_gangs_placed"]
             one_leaf = "n/a" if share is None else f"{share * 100:.1f}% of {large:,}"
             lines.append(f"| {n} | {q['gangs_placed']:,} | {spans} | {one_leaf} | "
@@ -65,7 +67,8 @@ def render(summary: dict) -> str:
     models = {n: s["model"] for n, s in summary["schedulers"].items() if s.get("model")}
     if models:
         prof = summary.get("profile", {})
-        lines += ["", f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
+        lines += ["",
+                  f"Simulated schedulers timed by calibration profile `{prof.get('name')}` ({prof.get('path')}):", ""]
         for n, m in models.items():
             if m["calibrated"]:
                 text = "calibrated, " + held_out_text(m["held_out_error"])
@@ -77,17 +80,19 @@ def render(summary: dict) -> str:
     slo = summary.get("slo", {})
     if slo:
         lines += ["", f"SLO: admission p99 <= {slo.get('admission_p99_s')} s. "
-                  + ", ".join(f"{n}: {'met' if s.get('slo_met') else 'MISSED'}" for n, s in summary["schedulers"].items())]
+                  + ", ".join(f"{n}: {'met' if s.get('slo_met') else 'MISSED'}"
+                              for n, s in summary["schedulers"].items())]
     lines += ["", "Control plane (final figures):", ""]
     for name, s in summary["schedulers"].items():
         cp = {k: v for k, v in s.get("control_plane", {}).items() if not isinstance(v, (list, dict))}
         lines.append(f"- **{name}**: " + ", ".join(f"{k}={v}" for k, v in cp.items()))
         if fk := s.get("control_plane", {}).get("fakelets"):
+            front = "health checks and load polls answered by fakelet-front (Go), " if fk.get("front") == "go" else ""
             lines.append(f"  - fakelets (fake raylets, docs/ray-fakelets.md): {fk.get('nodes')} in "
-                         f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end ({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
+                         f"{fk.get('processes')} processes, {fk.get('alive')} alive at the end "
+                         f"({fk.get('false_deaths')} declared dead by the GCS while answering), resource-view streams "
                          f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, "
-                         f"{'health checks and load polls answered by fakelet-front (Go), ' if fk.get('front') == 'go' else ''}"
-                         f"boot {fk.get('boot_s')} s, event-loop lag max "
+                         f"{front}boot {fk.get('boot_s')} s, event-loop lag max "
                          f"{fk.get('loop_lag_max_s')} s, calls not answered: {fk.get('unimplemented') or 'none'}")
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
@@ -113,7 +118,8 @@ def refusals(summary: dict) -> list[tuple[str, str, list[str]]]:
                                                                             key=lambda kv: (-kv[1], kv[0])))
         head = (f"{jobs.get('rejected', 0):,} rejected and {jobs.get('failed', 0):,} failed of "
                 f"{jobs['submitted']:,} submitted ({reasons})")
-        first = [f"first {r}: {m}" for r, m in sorted(((s.get("control_plane") or {}).get("first_refusal") or {}).items())]
+        first_refusal = (s.get("control_plane") or {}).get("first_refusal") or {}
+        first = [f"first {r}: {m}" for r, m in sorted(first_refusal.items())]
         out.append((name, head, first))
     return out
 
@@ -148,7 +154,9 @@ def budget_lines(summary: dict) -> list[str]:
                 cells.append("n/a" if not a or not a["count"] else
                              f"{fixed(a['p50'], 1)} / {fixed(a['p99'], 1)} / {fixed(a['p999'], 1)} ({a['count']:,})")
             lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
-    lines += ["", "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, never trained |",
+    lines += ["",
+              "| scheduler | measured active util | training SM activity | failed starts (jobs) | admitted, "
+              "never trained |",
               "|---|---:|---:|---:|---:|"]
     for name, s in runs.items():
         a = s["activity"]
@@ -185,5 +193,7 @@ def held_out_text(err: dict) -> str:
             parts.append(f"util {span(err['util_diff_pp'], ' pp')}")
         head = f"held out {err['cases']} ({err['real_runs_per_case']} real runs each), real/sim " + ", ".join(parts)
     else:
-        head = f"held-out published figure {err['anchors']}, published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}"
-    return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + " the goal band (ratios 0.8-1.25, util 3 pp)"
+        head = (f"held-out published figure {err['anchors']}, "
+                f"published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}")
+    return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + (
+        " the goal band (ratios 0.8-1.25, util 3 pp)")

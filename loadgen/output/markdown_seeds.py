@@ -4,8 +4,8 @@ which head-to-head differences exceed the seed-to-seed spread. Rendered from sum
 from __future__ import annotations
 
 from loadgen.measure import spread
-from loadgen.output.aggregate import ALL, ADMISSION, BUDGET_FIGURES, BY_NAME, RESOURCE, Figure
-from loadgen.model.numbers import fixed as _fmt          # markdown's _fmt became numbers.fixed (dedupe)
+from loadgen.model.numbers import fixed as _fmt  # markdown's _fmt became numbers.fixed (dedupe)
+from loadgen.output.aggregate import ADMISSION, ALL, BUDGET_FIGURES, BY_NAME, RESOURCE, Figure
 from loadgen.output.markdown import held_out_text, refusals
 
 SIMILAR = "≈"
@@ -106,7 +106,8 @@ def render(summary: dict) -> str:
     slo = summary.get("slo") or {}
     if slo:
         lines += ["", f"SLO: admission p99 <= {slo.get('admission_p99_s')} s. " + ", ".join(
-            f"{name}: met on {r.get('slo_met_seeds', {}).get('met', 0)} of {r.get('slo_met_seeds', {}).get('of', n)} seeds"
+            f"{name}: met on {r.get('slo_met_seeds', {}).get('met', 0)} of "
+            f"{r.get('slo_met_seeds', {}).get('of', n)} seeds"
             f" (median {'met' if r.get('slo_met') else 'MISSED'})" for name, r in summary["schedulers"].items())]
     lines += ["", "Placement, control plane, GPU activity and budgets per class: each seed's summary.md, or the "
               "medians in summary.json. Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; "
@@ -144,14 +145,17 @@ def _head_table(summary: dict) -> list[str]:
     for name, r in summary["schedulers"].items():
         sp = r.get("spread") or {}
         met = r.get("slo_met_seeds") or {}
-        lines.append(f"| {name} | {r.get('backend')} | " + " | ".join(cell(f.name, sp.get(f.name), m[f.name].get(name, ""))
+        lines.append(f"| {name} | {r.get('backend')} | "
+                     + " | ".join(cell(f.name, sp.get(f.name), m[f.name].get(name, ""))
                                                               for f in cols)
-                     + f" | {_fmt((r.get('admission_s') or {}).get('count'), 0)} | {met.get('met', 0)} of {met.get('of', 0)} |")
+                     + f" | {_fmt((r.get('admission_s') or {}).get('count'), 0)} | {met.get('met', 0)} of "
+                       f"{met.get('of', 0)} |")
     return lines
 
 
 def _short(f: Figure) -> str:
-    return {"admission_p50": "admission p50 s", "admission_p99": "p99 s", "admission_p999": "p99.9 s"}.get(f.name, f.label)
+    return {"admission_p50": "admission p50 s", "admission_p99": "p99 s",
+            "admission_p999": "p99.9 s"}.get(f.name, f.label)
 
 
 def _test_line(sig: dict, n: int) -> list[str]:
@@ -166,7 +170,8 @@ def _test_line(sig: dict, n: int) -> list[str]:
 
 def too_few(n: int, sig: dict) -> str:
     need = sig.get("min_seeds", spread.min_seeds_for(spread.ALPHA))
-    return (f"With {n} seed{'s' if n != 1 else ''} no head-to-head difference can be significant: the exact signed-rank "
+    return (f"With {n} seed{'s' if n != 1 else ''} no head-to-head difference can be significant: the exact "
+            "signed-rank "
             f"test needs at least {need} paired seeds to reach p < {sig.get('alpha', spread.ALPHA):g} "
             f"(its smallest p-value with {n} is {2 / 2 ** n:.3g}). The intervals show the spread; nothing is marked "
             f"either way. Run --seeds {need} or more to test the differences.")
@@ -206,12 +211,14 @@ def _budget_table(summary: dict) -> list[str]:
     for i in range(0, len(BUDGET_FIGURES), 3):
         trio = BUDGET_FIGURES[i:i + 3]
         label = trio[0].label.rsplit(" ", 2)[0]
-        if all(v == 0 for r in runs.values() for f in trio for v in (r["spread"].get(f.name, {}).get("values") or {}).values()):
+        if all(v == 0 for r in runs.values() for f in trio
+               for v in (r["spread"].get(f.name, {}).get("values") or {}).values()):
             zero.append(label)
             continue
         m = {f.name: marks(summary, ALL, f) for f in trio}
         for name, r in runs.items():
-            lines.append(f"| {label} | {name} | " + " | ".join(cell("budget", r["spread"].get(f.name), m[f.name].get(name, ""))
+            lines.append(f"| {label} | {name} | "
+                         + " | ".join(cell("budget", r["spread"].get(f.name), m[f.name].get(name, ""))
                                                              for f in trio) + " |")
     if zero:
         lines += ["", f"{' and '.join(zero).capitalize()}: 0 s on every seed for every scheduler."]

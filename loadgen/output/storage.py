@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.input.files import os_reason
+from loadgen.measure.recorder import Recorder
 from loadgen.model.errors import UserError
 from loadgen.model.signals import signals_held
 from loadgen.output.paths import component
-from loadgen.measure.recorder import Recorder
 
 JOBS_HEADER = ["scheduler", "backend", "job_id", "tenant", "cls", "members", "gpus_per_member",
                "submit_s", "sent_s", "admitted_s", "admission_s", "backend_admission_s",
@@ -64,7 +64,8 @@ def check_out_dir(path: str | Path, flag: str = "--out", reuse: bool = False) ->
     folder that already holds files (a second run would mix its rows into the first's; `reuse`
     allows it, for caches such as calibrate's), or one that cannot be created or written."""
     if str(path) == "":
-        raise OutputError(f"{flag}: expected a directory path, got an empty one (leave {flag} out for results/<run-id>)")
+        raise OutputError(f"{flag}: expected a directory path, got an empty one "
+                          f"(leave {flag} out for results/<run-id>)")
     if "\x00" in str(path):
         raise OutputError(f"{flag}: expected a directory path, got one holding a NUL character")
     p = Path(path)
@@ -118,7 +119,7 @@ class RunStore:
         self.files: dict = {"jobs.csv": {}, "timeseries.csv": {}, "committing": []}
 
     @classmethod
-    def create(cls, out_dir: Path, summary: dict, flag: str = "--out") -> "RunStore":
+    def create(cls, out_dir: Path, summary: dict, flag: str = "--out") -> RunStore:
         store = cls(check_out_dir(out_dir, flag))
         out = store.dir
         try:
@@ -136,7 +137,7 @@ class RunStore:
         return store
 
     @classmethod
-    def attach(cls, out_dir: Path) -> "RunStore":
+    def attach(cls, out_dir: Path) -> RunStore:
         """A folder the caller already made and owns (the Locust driver writes its own files there)."""
         store = cls(out_dir)
         store.dir.mkdir(parents=True, exist_ok=True)
@@ -307,7 +308,8 @@ def _verify_seeds(d: Path, seeds: dict) -> list[str]:
     if completed - planned:
         problems.append(f"summary.json: completed seeds {sorted(completed - planned)} were not planned")
     folder = d / "seeds"
-    present = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} if folder.is_dir() else set()
+    present = {p.name for p in folder.iterdir() if p.is_dir()
+               and not p.name.startswith(".")} if folder.is_dir() else set()
     for s in sorted(completed - present):
         problems.append(f"seeds/{s}: completed in summary.json, but the folder is missing")
     for s in sorted(present):

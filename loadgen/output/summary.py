@@ -1,20 +1,20 @@
 """summary.json, built in one place for every driver (`gangstorm run`, Locust, ceiling, calibrate).
 
 `header` is the run-level part, `scheduler_result` one scheduler's part from its Recorder;
-metrics.summarize does the statistics and storage.RunStore the writing.
+loadgen.measure.statistics.summarize does the statistics and storage.RunStore the writing.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from loadgen.input.plan import RunPlan
+from loadgen.input.scenario import Scenario
 from loadgen.measure import placement
+from loadgen.measure.recorder import Recorder
 from loadgen.measure.statistics import summarize
 from loadgen.model.fleet import Fleet
 from loadgen.model.registry import target_class
 from loadgen.model.target import ChaosAction
-from loadgen.input.plan import RunPlan
-from loadgen.measure.recorder import Recorder
-from loadgen.input.scenario import Scenario
 
 
 def fleet_dict(fleet: Fleet) -> dict[str, Any]:

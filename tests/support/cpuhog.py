@@ -10,7 +10,8 @@ import sys
 
 from support.paths import ROOT
 
-BUSY = "import os, sys\nif sys.argv[1] != 'free':\n    os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+BUSY = ("import os, sys\nif sys.argv[1] != 'free':\n    os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+        "while True:\n    pass\n")
 
 
 @contextlib.contextmanager
@@ -31,6 +32,7 @@ def pytest_beside_a_hog(files: list[str], marks: str, core: int | None = 0, time
     with cpu_hog(core) as hog:
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, *files],
                            cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+                           env={**os.environ,
+                                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
         assert hog.poll() is None, "the CPU hog stopped before the tests ended"
     return r.returncode, (r.stdout + r.stderr)[-4000:]

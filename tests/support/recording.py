@@ -1,9 +1,9 @@
 """A Recorder that also keeps every event in order, for tests that check event sequences."""
 from __future__ import annotations
 
+from loadgen.measure.recorder import Recorder
 from loadgen.model.events import Event
 from loadgen.model.job import Job
-from loadgen.measure.recorder import Recorder
 
 
 class Recording(Recorder):

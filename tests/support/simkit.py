@@ -1,7 +1,7 @@
 """Test helpers: run hand-made jobs through one simulated scheduler."""
-from loadgen.model.job import Job
 from loadgen.drive.runner import run_virtual
 from loadgen.input.scenario import from_dict
+from loadgen.model.job import Job
 from loadgen.model.registry import target_class
 from loadgen.model.target import TargetContext
 from support.recording import Recording

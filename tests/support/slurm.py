@@ -10,4 +10,4 @@ FAST = {"sched_interval_s": 5, "bf_interval_s": 1, "sched_min_interval_s": 0.5, 
 
 def pids_of(run_dir: Path) -> list[str]:
     r = subprocess.run(["pgrep", "-a", "-f", str(run_dir)], capture_output=True, text=True)
-    return [l for l in r.stdout.splitlines() if "pgrep" not in l]
+    return [line for line in r.stdout.splitlines() if "pgrep" not in line]

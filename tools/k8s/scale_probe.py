@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from loadgen.model.fleet import Fleet  # noqa: E402
 from fakes.kube.cluster import ClusterSpec, KubeCluster, ready_nodes  # noqa: E402
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec  # noqa: E402
 from fakes.kube.target import scheduler_config  # noqa: E402
 from fakes.real import procfs, procs  # noqa: E402
+from loadgen.model.fleet import Fleet  # noqa: E402
 
 
 def rss_mib(pid: int) -> float:

@@ -1,5 +1,8 @@
 """Separate driver: ray.init against the head, STRICT_SPREAD of 2 x {GPU: 8}, report, remove."""
-import json, sys, time
+import json
+import sys
+import time
+
 import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 
@@ -41,14 +44,14 @@ if mode == "basic":
     remove_placement_group(pg2)
     # serial latency: 20 x STRICT_SPREAD of min(2, n) bundles, plus 20 x 1-GPU PACK
     lat = []
-    for i in range(20):
+    for _ in range(20):
         pg, r = one([{"GPU": 8}] * min(2, n_fake), "STRICT_SPREAD")
         lat.append((r["s"], r["gcs_sched_ms"], r["gcs_e2e_ms"], r["state"]))
         remove_placement_group(pg)
     out["serial_strict_spread"] = lat
     lat = []
     pgs = []
-    for i in range(20):
+    for _ in range(20):
         pg, r = one([{"GPU": 1}], "PACK")
         lat.append((r["s"], r["state"]))
         pgs.append(pg)

@@ -7,10 +7,19 @@ carrying RESOURCE_VIEW messages. Prints JSON lines; reads JSON commands on stdin
 """
 from __future__ import annotations
 
-import argparse, asyncio, collections, json, os, sys, time, threading
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+import threading
+import time
 
 import grpc
-from ray.core.generated import gcs_pb2, gcs_service_pb2 as gs, node_manager_pb2 as nm
+from ray.core.generated import gcs_pb2
+from ray.core.generated import gcs_service_pb2 as gs
+from ray.core.generated import node_manager_pb2 as nm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import syncer_proto as sp  # noqa: E402
@@ -33,7 +42,7 @@ def event(msg):
 
 
 class FakeNode:
-    def __init__(self, fleet: "Fleet", index: int, resources: dict, labels: dict):
+    def __init__(self, fleet: Fleet, index: int, resources: dict, labels: dict):
         self.fleet, self.index = fleet, index
         self.node_id = os.urandom(28)
         self.hex = self.node_id.hex()
@@ -106,7 +115,9 @@ class FakeNode:
                 for k, v in unit.items():
                     self.avail[k] -= v
             self.push_view()
-        event(f"{self.name} Prepare {len(req.bundle_specs)} bundles pg={req.bundle_specs[0].bundle_id.placement_group_id.hex()[:8]} ok={ok} bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
+        event(f"{self.name} Prepare {len(req.bundle_specs)} bundles "
+              f"pg={req.bundle_specs[0].bundle_id.placement_group_id.hex()[:8]} ok={ok} "
+              f"bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
         return nm.PrepareBundleResourcesReply(success=ok)
 
     async def CommitBundleResources(self, req, ctx):
@@ -118,13 +129,15 @@ class FakeNode:
             self.committed[key] = unit
             self.add_formatted(unit, key[0], key[1], +1)
         self.push_view()
-        event(f"{self.name} Commit {len(req.bundle_specs)} bundles bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
+        event(f"{self.name} Commit {len(req.bundle_specs)} bundles "
+              f"bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]} self={self.hex[:8]}")
         return nm.CommitBundleResourcesReply()
 
     async def RemovePlacementGroupBundles(self, req, ctx):
         n = sum(self.release((b.bundle_id.placement_group_id, b.bundle_id.bundle_index)) for b in req.bundle_specs)
         self.push_view()
-        event(f"{self.name} RemovePlacementGroupBundles pg={req.placement_group_id.hex()[:8]} {len(req.bundle_specs)} asked, {n} released bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]}")
+        event(f"{self.name} RemovePlacementGroupBundles pg={req.placement_group_id.hex()[:8]} {len(req.bundle_specs)} "
+              f"asked, {n} released bundle.node_id={[b.node_id.hex()[:8] or '-' for b in req.bundle_specs]}")
         return nm.RemovePlacementGroupBundlesReply()
 
     async def ReleaseUnusedBundles(self, req, ctx):
@@ -172,7 +185,8 @@ class FakeNode:
                 method = details.method
                 CALLS[method] += 1
                 if CALLS[method] == 1:
-                    event(f"{node.name} first call {method} metadata={[(k, (v[:20] if isinstance(v, str) else v)) for k, v in details.invocation_metadata]}")
+                    meta = [(k, v[:20] if isinstance(v, str) else v) for k, v in details.invocation_metadata]
+                    event(f"{node.name} first call {method} metadata={meta}")
                 if method == "/grpc.health.v1.Health/Check":
                     return grpc.unary_unary_rpc_method_handler(node.health_check)
                 if method.startswith("/ray.rpc.NodeManagerService/"):
@@ -187,7 +201,8 @@ class FakeNode:
                             fn, request_deserializer=req.FromString, response_serializer=rep.SerializeToString)
                 UNIMPL[method] += 1
                 if UNIMPL[method] <= 3:
-                    event(f"{node.name} UNIMPLEMENTED {method} md={[(k, v[:16] if isinstance(v, str) else v) for k, v in details.invocation_metadata]}")
+                    event(f"{node.name} UNIMPLEMENTED {method} "
+                          f"md={[(k, v[:16] if isinstance(v, str) else v) for k, v in details.invocation_metadata]}")
                 return None
         return H()
 
@@ -202,7 +217,8 @@ class FakeNode:
         return gcs_pb2.GcsNodeInfo(
             node_id=self.node_id, node_manager_address="127.0.0.1", node_manager_port=self.port,
             object_manager_port=self.port, node_manager_hostname=self.name,
-            raylet_socket_name=f"/nonexistent/{self.name}/raylet", object_store_socket_name=f"/nonexistent/{self.name}/plasma",
+            raylet_socket_name=f"/nonexistent/{self.name}/raylet",
+                                   object_store_socket_name=f"/nonexistent/{self.name}/plasma",
             metrics_export_port=0, runtime_env_agent_port=0, metrics_agent_port=0, dashboard_agent_listen_port=0,
             resources_total=self.total, node_name=self.name, labels=self.labels,
             state=gcs_pb2.GcsNodeInfo.ALIVE, start_time_ms=now, is_head_node=False,
@@ -236,16 +252,18 @@ class Fleet:
 
     async def run(self):
         self.channel = grpc.aio.insecure_channel(self.gcs)
-        cid = await self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
-                                             request_serializer=gs.GetClusterIdRequest.SerializeToString,
-                                             response_deserializer=gs.GetClusterIdReply.FromString)(gs.GetClusterIdRequest(), timeout=10)
+        get_cluster_id = self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                                  request_serializer=gs.GetClusterIdRequest.SerializeToString,
+                                                  response_deserializer=gs.GetClusterIdReply.FromString)
+        cid = await get_cluster_id(gs.GetClusterIdRequest(), timeout=10)
         self.cluster_hex = cid.cluster_id.hex()
         md = (("ray_cluster_id", self.cluster_hex),)
         register = self.channel.unary_unary("/ray.rpc.NodeInfoGcsService/RegisterNode",
                                             request_serializer=gs.RegisterNodeRequest.SerializeToString,
                                             response_deserializer=gs.RegisterNodeReply.FromString)
         # separate TCP connections for the syncer streams (distinct channel args defeat sharing)
-        sync_channels = [grpc.aio.insecure_channel(self.gcs, options=[("gangstorm.channel", i)]) for i in range(self.n_channels)]
+        sync_channels = [grpc.aio.insecure_channel(self.gcs,
+                                                   options=[("gangstorm.channel", i)]) for i in range(self.n_channels)]
         t = time.monotonic()
         for i in range(self.n):
             node = FakeNode(self, i, {"GPU": 8.0, "CPU": 96.0, "memory": 1e12, "object_store_memory": 1e9,
@@ -262,7 +280,7 @@ class Fleet:
             nodes=[{"i": n.index, "id": n.hex[:8], "port": n.port} for n in self.nodes[:8]])
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
-        threading.Thread(target=lambda: [loop.call_soon_threadsafe(q.put_nowait, l) for l in sys.stdin] +
+        threading.Thread(target=lambda: [loop.call_soon_threadsafe(q.put_nowait, line) for line in sys.stdin] +
                          [loop.call_soon_threadsafe(q.put_nowait, None)], daemon=True).start()
         while True:
             line = await q.get()
@@ -290,7 +308,8 @@ class Fleet:
                 node.sync_task.cancel()
             if node.alive:   # what a raylet does on a graceful exit
                 try:
-                    await unregister(gs.UnregisterNodeRequest(node_id=node.node_id, node_death_info=common_pb2.NodeDeathInfo(
+                    await unregister(gs.UnregisterNodeRequest(node_id=node.node_id,
+                                                              node_death_info=common_pb2.NodeDeathInfo(
                         reason=common_pb2.NodeDeathInfo.EXPECTED_TERMINATION, reason_message="fakelet fleet stopped")),
                         metadata=md, timeout=10)
                 except grpc.aio.AioRpcError as e:

@@ -7,7 +7,14 @@ Every child runs in its own session; all are stopped (and checked gone) at the e
 """
 from __future__ import annotations
 
-import argparse, json, os, select, signal, subprocess, sys, tempfile, time
+import argparse
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,7 +32,8 @@ LOG = open(HERE / "proto-run.log", "a")
 def log(*a):
     line = f"[{time.strftime('%H:%M:%S')}] " + " ".join(str(x) for x in a)
     print(line, flush=True)
-    LOG.write(line + "\n"); LOG.flush()
+    LOG.write(line + "\n")
+    LOG.flush()
 
 
 def spawn(args, env, name):
@@ -58,13 +66,15 @@ def read_event(p, want, timeout):
         try:
             msg = json.loads(line)
         except ValueError:
-            log("  (non-json)", line.rstrip()[:200]); continue
+            log("  (non-json)", line.rstrip()[:200])
+            continue
         if want is None or msg.get("event") == want or want in msg:
             return msg
 
 
 def send(p, **cmd):
-    p.stdin.write(json.dumps(cmd) + "\n"); p.stdin.flush()
+    p.stdin.write(json.dumps(cmd) + "\n")
+    p.stdin.flush()
 
 
 def pss_kb(pid):
@@ -114,9 +124,10 @@ def gcs_nodes(addr, cluster_hex=None):
     from ray.core.generated import gcs_service_pb2 as gs
     ch = grpc.insecure_channel(addr)
     if cluster_hex is None:
-        cluster_hex = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
-                                     request_serializer=gs.GetClusterIdRequest.SerializeToString,
-                                     response_deserializer=gs.GetClusterIdReply.FromString)(gs.GetClusterIdRequest(), timeout=10).cluster_id.hex()
+        get_cluster_id = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                        request_serializer=gs.GetClusterIdRequest.SerializeToString,
+                                        response_deserializer=gs.GetClusterIdReply.FromString)
+        cluster_hex = get_cluster_id(gs.GetClusterIdRequest(), timeout=10).cluster_id.hex()
     rep = ch.unary_unary("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo",
                          request_serializer=gs.GetAllNodeInfoRequest.SerializeToString,
                          response_deserializer=gs.GetAllNodeInfoReply.FromString)(
@@ -190,10 +201,13 @@ def main():
                 time.sleep(10)
                 dt = time.monotonic() - t0
                 hz = os.sysconf("SC_CLK_TCK")
-                log(f"MEM n={n}: fleet PSS {pss_kb(fleet.pid)} kB RSS {rss_kb(fleet.pid)} kB; GCS PSS {pss_kb(gp)} kB (before fleet {gcs_before}); "
-                    f"idle CPU over {dt:.0f}s: fleet {100 * (cpu_ticks(fleet.pid) - c0f) / hz / dt:.1f}%, GCS {100 * (cpu_ticks(gp) - c0g) / hz / dt:.1f}%; "
+                log(f"MEM n={n}: fleet PSS {pss_kb(fleet.pid)} kB RSS {rss_kb(fleet.pid)} kB; GCS PSS {pss_kb(gp)} kB "
+                    f"(before fleet {gcs_before}); "
+                    f"idle CPU over {dt:.0f}s: fleet {100 * (cpu_ticks(fleet.pid) - c0f) / hz / dt:.1f}%, GCS "
+                    f"{100 * (cpu_ticks(gp) - c0g) / hz / dt:.1f}%; "
                     f"fds fleet {len(os.listdir(f'/proc/{fleet.pid}/fd'))} gcs {len(os.listdir(f'/proc/{gp}/fd'))}")
-                d = subprocess.run([PY, str(HERE / "driver.py"), addr, "basic"], env=env, capture_output=True, text=True,
+                d = subprocess.run([PY, str(HERE / "driver.py"), addr, "basic"], env=env,
+                                   capture_output=True, text=True,
                                    timeout=600, start_new_session=True)
                 log(f"driver at n={n} rc={d.returncode}: {d.stdout.strip()[-1500:]}")
                 if d.returncode:

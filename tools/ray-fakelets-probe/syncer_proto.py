@@ -7,9 +7,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fakes.ray.fakelets.wire import (COMMANDS, RESOURCE_VIEW, START_SYNC, SYNCER_FILE as FILE,  # noqa: E402,F401
-                                     RaySyncMessage, RaySyncMessageBatch, ResourceViewSyncMessage,
-                                     matches_binary as check_against_binary)
+from fakes.ray.fakelets.wire import (  # noqa: E402,F401
+    COMMANDS,
+    RESOURCE_VIEW,
+    START_SYNC,
+    RaySyncMessage,
+    RaySyncMessageBatch,
+    ResourceViewSyncMessage,
+)
+from fakes.ray.fakelets.wire import matches_binary as check_against_binary
 
 if __name__ == "__main__":
     print(check_against_binary(sys.argv[1]))

@@ -19,11 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from loadgen.model.fleet import Fleet  # noqa: E402
+from fakes.volcano.target import RealVolcano  # noqa: E402
 from loadgen.model.events import Kind  # noqa: E402
+from loadgen.model.fleet import Fleet  # noqa: E402
 from loadgen.model.job import Job  # noqa: E402
 from loadgen.model.target import TargetContext  # noqa: E402
-from fakes.volcano.target import RealVolcano  # noqa: E402
 
 
 def main() -> int:

@@ -3,7 +3,8 @@ with backoff on refusals a client retries, failure counts and the first message 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fakes.kube.refusal import message_of, reason_of, retryable
 

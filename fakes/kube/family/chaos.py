@@ -3,8 +3,8 @@ Eviction API, node failure (KWOK NotReady + taint), etcd fill and recovery on a 
 prefill pods that fragment the fleet."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from fakes.kube import chaos as cluster_chaos
 from fakes.kube.attached import pods_by_node

@@ -44,7 +44,8 @@ class Cleanup:
         for kind, call in (("pods", self.api.list_pod_for_all_namespaces), ("namespaces", self.api.list_namespace),
                            ("nodes", self.api.list_node),
                            ("configmaps", self.api.list_config_map_for_all_namespaces)):
-            out[kind] = len(json.loads(call(label_selector=sel, _preload_content=False, _request_timeout=(10, 60)).data)["items"])
+            out[kind] = len(json.loads(call(label_selector=sel, _preload_content=False,
+                                            _request_timeout=(10, 60)).data)["items"])
         out.update(self._labelled_scheduler_objects(sel))
         return out
 

@@ -230,8 +230,8 @@ class ClusterSetup:
             try:
                 self.api.read_namespaced_service_account("default", self.ns, _preload_content=False)
                 return
-            except Exception:
+            except Exception as err:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no ServiceAccount default in namespace {self.ns} after {timeout}s")
+                    raise TimeoutError(f"no ServiceAccount default in namespace {self.ns} after {timeout}s") from err
                 self.cluster.revive()
                 time.sleep(0.5)

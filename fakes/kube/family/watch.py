@@ -3,8 +3,8 @@ FINISHED, lost members (EVICTED + REQUEUED), placement-to-ready pulls and whole-
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterator
 from functools import partial
-from typing import Iterator
 
 import numpy as np
 

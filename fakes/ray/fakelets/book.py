@@ -12,7 +12,7 @@ GCS drops unless it is greater than the last it saw from the node.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 Key = tuple[bytes, int]                  # (placement group id, bundle index)
 BUNDLE = "bundle"

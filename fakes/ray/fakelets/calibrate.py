@@ -35,8 +35,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -370,6 +371,10 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return fixed(v, digits, grouping=False)
 
 
+def _span(pairs: dict[str, Any], key: str) -> str:
+    return NA if key not in pairs else f"{_fmt(pairs[key][0], 2)}-{_fmt(pairs[key][1], 2)}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"## Fakelets vs raylets: {report['nodes']} nodes, {report['repeat']} run(s) of each, "
              f"{Path(report['scenario']).name}", "",
@@ -392,11 +397,12 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_fmt(rr.get('ks', {}).get('d'))} | {_fmt(fr.get('ks', {}).get('d'))} |")
         pr = c.get("pairs", {})
         if pr.get("n", 0) > 1:
-            span = lambda k: NA if k not in pr else f"{_fmt(pr[k][0], 2)}-{_fmt(pr[k][1], 2)}"  # noqa: E731
+            p50, p90, p99, diff, ks_d = (_span(pr, k) for k in ("p50", "p90", "p99", "within_1s_diff", "ks_d"))
             lines.append(f"| {cls} | single pairs ({pr['n']}): p50 / p90 / p99 ratio, 1 s diff, KS D | | | "
-                         f"{span('p50')} / {span('p90')} / {span('p99')}, {span('within_1s_diff')}, {span('ks_d')} | | |")
+                         f"{p50} / {p90} / {p99}, {diff}, {ks_d} | | |")
     lines += ["", "| run | loadavg start -> end | wall s | boot s | admitted / jobs | GCS sched ms p50 / p99 | "
-              "groups created | host CPU busy | fakelet loop lag max s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "groups created | host CPU busy | fakelet loop lag max s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["runs"]:
         cp = r.get("control_plane", {})
         jobs, never = r.get("jobs", {}).get("all"), r.get("never_admitted", {}).get("all", 0)

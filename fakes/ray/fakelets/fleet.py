@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from ray.core.generated import common_pb2, gcs_service_pb2 as gs
+from ray.core.generated import common_pb2
+from ray.core.generated import gcs_service_pb2 as gs
 
 from fakes.ray.fakelets.front import Front
 from fakes.ray.fakelets.node import FakeNode
@@ -68,7 +69,8 @@ class FakeletFleet:
             reply = await _rpc(self._channel, "GetClusterId", gs.GetClusterIdRequest, gs.GetClusterIdReply)(
                 gs.GetClusterIdRequest(), timeout=30)
         except grpc.aio.AioRpcError as e:
-            raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: {e.code().name} {e.details()}") from None
+            raise FleetError(f"GCS {self.gcs_address} did not answer GetClusterId: "
+                             f"{e.code().name} {e.details()}") from None
         self.cluster_hex = reply.cluster_id.hex()
         self._md = (("ray_cluster_id", self.cluster_hex),)
         self.syncer = Syncer(self.gcs_address, self.cluster_hex, self.syncer_mode, len(self.nodes))
@@ -127,7 +129,7 @@ class FakeletFleet:
                         return False
             try:
                 done = sum(await asyncio.wait_for(asyncio.gather(*(one(n) for n in live)), timeout_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await asyncio.gather(*(n.die() for n in live), return_exceptions=True)
         if self._lag_task:

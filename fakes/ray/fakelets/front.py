@@ -16,8 +16,8 @@ import asyncio
 import base64
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 BINARY = "fakelet-front"
 Answer = Callable[[int, str, bytes], Awaitable[tuple[int, bytes]]]
@@ -45,7 +45,7 @@ class Front:
         self._reader: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self) -> "Front":
+    async def start(self) -> Front:
         if not self.binary.exists():
             raise FrontError(missing_message(self.binary))
         self.proc = await asyncio.create_subprocess_exec(str(self.binary), stdin=asyncio.subprocess.PIPE,
@@ -117,7 +117,7 @@ class Front:
             proc.stdin.close()
         try:
             await asyncio.wait_for(proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
         if self._reader is not None:

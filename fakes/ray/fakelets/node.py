@@ -14,11 +14,13 @@ import asyncio
 import os
 import time
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 from google.protobuf import message_factory
-from ray.core.generated import common_pb2, gcs_pb2, node_manager_pb2 as nm
+from ray.core.generated import common_pb2, gcs_pb2
+from ray.core.generated import node_manager_pb2 as nm
 
 from fakes.ray.fakelets import wire
 from fakes.ray.fakelets.book import Book
@@ -41,7 +43,7 @@ def _key(bundle: common_pb2.Bundle) -> tuple[bytes, int]:
 
 class FakeNode:
     def __init__(self, index: int, name: str, resources: dict[str, float], labels: dict[str, str],
-                 calls: Counter, unimplemented: Counter, on_change: Callable[["FakeNode"], None]):
+                 calls: Counter, unimplemented: Counter, on_change: Callable[[FakeNode], None]):
         self.index, self.name = index, name
         self.resources, self.labels = dict(resources), dict(labels)
         self.calls, self.unimplemented, self.on_change = calls, unimplemented, on_change
@@ -113,7 +115,7 @@ class FakeNode:
             self.front.set_load(self.index, self.load_bytes())
         self.on_change(self)
 
-    def view(self) -> "wire.RaySyncMessage":
+    def view(self) -> wire.RaySyncMessage:
         b = self.book
         return wire.view_message(self.node_id, b.version, b.available, b.total, self.all_labels())
 

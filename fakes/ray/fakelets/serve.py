@@ -1,8 +1,9 @@
 """One fakelet process: `python -m fakes.ray.fakelets.serve SPEC.json`, in its own session.
 
 SPEC: {"gcs": "127.0.0.1:PORT", "syncer": "node"|"shared", "front": null | PATH of fakelet-front,
-"nodes": [{"index", "name", "resources", "labels", "port"}]}. Replies {"event":"ready","nodes":[{index,name,node_id,port}],...} once every
-node is registered, then answers one JSON command per stdin line:
+"nodes": [{"index", "name", "resources", "labels", "port"}]}. Replies
+{"event":"ready","nodes":[{index,name,node_id,port}],...} once every node is registered, then
+answers one JSON command per stdin line:
   {"op":"kill","node":I}     -> {"ok":true,"node_id":H,"t":MONOTONIC}
   {"op":"restart","node":I}  -> {"ok":true,"node":{index,name,node_id,port}}
   {"op":"stats"}             -> {"ok":true,"stats":{...}}

@@ -60,7 +60,7 @@ class FakeletShards:
         fleet costs in CPU, memory and file descriptors."""
         return [p for s in self.pids() for p in session_pids(s)]
 
-    def start(self, timeout_s: float = 600.0) -> "FakeletShards":
+    def start(self, timeout_s: float = 600.0) -> FakeletShards:
         t0 = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 import grpc
 

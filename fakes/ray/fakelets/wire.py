@@ -97,13 +97,13 @@ ResourceViewSyncMessage = _message("ResourceViewSyncMessage")
 
 
 def view_message(node_id: bytes, version: int, available: dict[str, float], total: dict[str, float],
-                 labels: dict[str, str]) -> "RaySyncMessage":
+                 labels: dict[str, str]) -> RaySyncMessage:
     view = ResourceViewSyncMessage(resources_available=available, resources_total=total, labels=labels)
     return RaySyncMessage(version=version, message_type=RESOURCE_VIEW, sync_message=view.SerializeToString(),
                           node_id=node_id)
 
 
-def batch(messages: list) -> "RaySyncMessageBatch":
+def batch(messages: list) -> RaySyncMessageBatch:
     """Never empty: an empty batch aborts the GCS (RAY_CHECK in ReceiveUpdate)."""
     if not messages:
         raise ValueError("a RaySyncMessageBatch must hold at least one message")

@@ -2,7 +2,8 @@
 fakelets' control-plane figures."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,8 @@ class RayUsage:
         if isinstance(stats.get("alive"), int) and alive is not None:
             # nodes the GCS declared dead while their fakelet was answering: the fleet fell behind
             stats["false_deaths"] = max(0, stats["alive"] - alive)
-        return {"fakelets": {"syncer": self.fakelet_syncer, "front": self.settings.front, "processes": len(shards.procs),
+        return {"fakelets": {"syncer": self.fakelet_syncer, "front": self.settings.front,
+                             "processes": len(shards.procs),
                              "gcs_load_poll_ms": self.gcs_load_poll_ms,
                              "boot_s": round(shards.boot_s, 2), "head_boot_s": round(self.fleet.head_boot_s, 2),
                              **stats}}

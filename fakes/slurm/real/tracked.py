@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from loadgen.model.job import Job
 
@@ -65,6 +65,7 @@ def lock_busy(sdiag: dict) -> tuple[dict[str, float], dict[str, float]]:
     def cycles(prefix: str) -> float:
         return sdiag.get(f"{prefix}_cycles", 0) * sdiag.get(f"{prefix}_mean_cycle_us", 0) / 1e6
     rpc = sdiag.get("rpc") or {}
-    rpc_s = sum(rpc.get(k, {}).get("total_time", 0) for k in ("REQUEST_SUBMIT_BATCH_JOB", "REQUEST_COMPLETE_BATCH_SCRIPT")) / 1e6
+    rpc_s = sum(rpc.get(k, {}).get("total_time", 0) for k in ("REQUEST_SUBMIT_BATCH_JOB",
+                                                              "REQUEST_COMPLETE_BATCH_SCRIPT")) / 1e6
     parts = {"rpc": round(rpc_s, 6), "main": round(cycles("main"), 6), "backfill": round(cycles("bf"), 6)}
     return parts, {"slurmctld-locks": round(sum(parts.values()), 6)}

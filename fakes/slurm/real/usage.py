@@ -1,7 +1,8 @@
 """What the run holds and what slurmctld reports: GPUs per node, live gangs, sdiag figures."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -12,7 +12,7 @@ registry, so the first gangs can find their nodes still pulling.
 from __future__ import annotations
 
 import heapq
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

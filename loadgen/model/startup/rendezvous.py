@@ -40,7 +40,8 @@ class Rendezvous:
                 nodes: tuple[int, ...]) -> Attempt:
         s = self.spec
         leaves, mis = self.misaligned(nodes, gpus_per_member)
-        base = s.base_s + s.per_member_s * members + s.per_extra_leaf_s * (leaves - 1) + (s.misaligned_s if mis else 0.0)
+        base = (s.base_s + s.per_member_s * members + s.per_extra_leaf_s * (leaves - 1)
+                + (s.misaligned_s if mis else 0.0))
         if s.jitter_sigma > 0 and base > 0:
             rng = np.random.default_rng([self.seed, job_id & 0xFFFFFFFF, attempt, 0x4E43])
             base *= float(rng.lognormal(0.0, s.jitter_sigma))

@@ -69,19 +69,19 @@ class StartupSpec:
     activity: ActivitySpec = ActivitySpec()
 
     @classmethod
-    def off(cls) -> "StartupSpec":
+    def off(cls) -> StartupSpec:
         return cls()
 
     @classmethod
     def from_sections(cls, image: dict[str, Any] | None, rendezvous: dict[str, Any] | None,
-                      activity: dict[str, Any] | None) -> "StartupSpec":
+                      activity: dict[str, Any] | None) -> StartupSpec:
         return cls(ImageSpec(**(image or {})), RendezvousSpec(**(rendezvous or {})),
                    ActivitySpec(**(activity or {})))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def scaled(self, scale: float) -> "StartupSpec":
+    def scaled(self, scale: float) -> StartupSpec:
         """The same startup on a wall clock running `scale` virtual seconds per second (real
         backends): every duration divided by scale, every bandwidth multiplied by it."""
         if scale == 1.0:

@@ -140,7 +140,8 @@ def _chaos_marks(axes, events: list[tuple[float, str]], end_h: float, label_ax) 
         h = t / 3600.0
         for ax in axes:
             ax.axvline(h, color="0.3", linestyle=":", linewidth=0.9)
-        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2), textcoords="offset points",
+        label_ax.annotate(plain(kind), (h, 1.0), xycoords=("data", "axes fraction"), xytext=(1, 2),
+                          textcoords="offset points",
                           fontsize=7, va="bottom", ha="left", color="0.25")
         if kind in SPANS:
             open_[kind] = h
@@ -149,7 +150,7 @@ def _chaos_marks(axes, events: list[tuple[float, str]], end_h: float, label_ax) 
                 began = open_.pop(start)
                 for ax in axes:
                     ax.axvspan(began, h, color="0.5", alpha=0.12, linewidth=0)
-    for start, h in open_.items():
+    for h in open_.values():
         for ax in axes:
             ax.axvspan(h, end_h, color="0.5", alpha=0.12, linewidth=0)
 
@@ -309,7 +310,7 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
         ax = fig.add_subplot()
         ax.axvspan(*band, color="#2ca02c", alpha=0.12, linewidth=0)
         ax.axvline(1.0, color="0.4", linewidth=0.8)
-        for i, (label, lo, hi, name) in enumerate(rows):
+        for i, (_label, lo, hi, name) in enumerate(rows):
             c = color(name, order)
             ax.plot([lo, hi], [i, i], "-", color=c, linewidth=3, solid_capstyle="round")
             ax.plot([lo, hi], [i, i], "|", color=c, markersize=9)
@@ -325,6 +326,11 @@ def held_out(key: str, errors: dict[str, dict], band: tuple[float, float] = (0.8
 
 
 # --- seeds ------------------------------------------------------------------------------------
+def _clamp(v: float, floor: float | None) -> float:
+    """Lift a value to the log axis' floor (none on a linear axis)."""
+    return max(v, floor) if floor else v
+
+
 def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, dict]]], order: list[str]) -> str | None:
     """One panel per figure: for each scheduler its per-seed values as dots, the interval as a
     vertical bar and the median as a horizontal tick. panels: (label, log scale, scheduler ->
@@ -345,16 +351,17 @@ def seed_spread(key: str, title: str, panels: list[tuple[str, bool, dict[str, di
                 c = color(name, order)
                 vals = [v for v in (e.get("values") or {}).values() if v is not None]
                 floor = curves.MIN_LATENCY_S if log else None
-                clamp = (lambda v: max(v, floor)) if floor else (lambda v: v)
                 if vals:
                     k = len(vals)
                     xs = [i + (0.5 * (j / (k - 1) - 0.5) if k > 1 else 0.0) for j in range(k)]
-                    ax.plot(xs, [clamp(v) for v in vals], "o", color=c, alpha=0.55, markersize=3.2, markeredgewidth=0)
+                    ax.plot(xs, [_clamp(v, floor) for v in vals], "o", color=c, alpha=0.55, markersize=3.2,
+                            markeredgewidth=0)
                 if e.get("low") is not None and e.get("high") is not None:
-                    ax.plot([i, i], [clamp(e["low"]), clamp(e["high"])], "-", color=c, linewidth=5, alpha=0.35,
+                    ax.plot([i, i], [_clamp(e["low"], floor), _clamp(e["high"], floor)], "-", color=c,
+                            linewidth=5, alpha=0.35,
                             solid_capstyle="butt")
                 if e.get("median") is not None:
-                    ax.plot([i - 0.32, i + 0.32], [clamp(e["median"])] * 2, "-", color=c, linewidth=2.2)
+                    ax.plot([i - 0.32, i + 0.32], [_clamp(e["median"], floor)] * 2, "-", color=c, linewidth=2.2)
             ax.set_xticks(range(len(names)), names, fontsize=7, parse_math=False)
             ax.set_xlim(-0.6, len(names) - 0.4)
             if log:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loadgen.model.registry import SCHEDULERS
 from loadgen.model.numbers import readable
+from loadgen.model.registry import SCHEDULERS
 from loadgen.output.html.data import CeilingData, RunData, chaos_events, cp_columns
 from loadgen.output.html.fmt import cell, text
 from loadgen.output.markdown import REFUSALS_HEAD, refusals
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;padding:16px 24px;color:#1b1b1b}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;\
+padding:16px 24px;color:#1b1b1b}
 h1{font-size:22px;margin:.2em 0}h2{font-size:18px;margin:1.6em 0 .4em;border-bottom:1px solid #ddd;padding-bottom:3px}
 h3{font-size:15px;margin:1.1em 0 .3em}
 .meta{color:#444}.meta b{color:#1b1b1b}
@@ -70,7 +71,7 @@ def _missing(msg: str) -> str:
 
 
 def render(data: RunData | CeilingData) -> str:
-    from loadgen.output.html import seeds          # a run or a search over several seeds
+    from loadgen.output.html import seeds  # a run or a search over several seeds
     if isinstance(data, CeilingData):
         return (seeds.render_ceiling if "seeds" in data.ceiling else render_ceiling)(data)
     return (seeds.render_run if data.summary.get("spread") is not None else render_run)(data)
@@ -92,7 +93,8 @@ def render_run(data: RunData) -> str:
     names = data.schedulers
     body = [_run_header(data)]
     body.append('<nav><a href="#summary">summary</a><a href="#admission">admission</a><a href="#budgets">budgets</a>'
-                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control plane</a><a href="#profile">calibration profile</a></nav>')
+                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control '
+                'plane</a><a href="#profile">calibration profile</a></nav>')
 
     # head to head
     body.append('<section id="summary"><h2>Head to head</h2>')
@@ -226,9 +228,11 @@ BUDGETS = (("placement_to_ready", "Placement-to-ready", "admission to every memb
             "restarts included"),
            ("time_to_training", "Time to training", "intended submit to the first all-reduce: admission + "
             "placement-to-ready + rendezvous"))
-ACTIVITY_COLS = (("measured active util", "activity.active_util"), ("training SM activity", "activity.training_sm_active"),
+ACTIVITY_COLS = (("measured active util", "activity.active_util"),
+                 ("training SM activity", "activity.training_sm_active"),
                  ("active GPU-h", "activity.active_gpu_hours"), ("admitted GPU-h", "activity.admitted_gpu_hours"),
-                 ("failed starts", "activity.start_failures"), ("jobs with failed starts", "activity.jobs_with_failed_starts"),
+                 ("failed starts", "activity.start_failures"),
+                 ("jobs with failed starts", "activity.jobs_with_failed_starts"),
                  ("admitted, never trained", "activity.never_trained"))
 PLACEMENT_COLS = (("gangs placed", "placement.gangs_placed"), ("leaves mean", "placement.leaves_spanned.mean"),
                   ("leaves p99", "placement.leaves_spanned.p99"), ("leaves max", "placement.leaves_spanned.max"),
@@ -358,7 +362,8 @@ def _profile_section(data: RunData) -> str:
     s = data.summary
     prof = s.get("profile") or {}
     out = ['<section id="profile"><h2>Calibration profile</h2>',
-           f"<p>Profile <b>{text(prof.get('name'))}</b> ({text(prof.get('path'))}): {text(prof.get('description'))}</p>"]
+           f"<p>Profile <b>{text(prof.get('name'))}</b> ({text(prof.get('path'))}): "
+           f"{text(prof.get('description'))}</p>"]
     models = {n: s["schedulers"][n].get("model") for n in data.schedulers if s["schedulers"][n].get("model")}
     if not models:
         out.append("<p>No simulated scheduler in this run: the results come from real backends.</p>")
@@ -393,7 +398,8 @@ def _profile_section(data: RunData) -> str:
         sections = [sec for sec in p.params if sec in models or sec not in SCHEDULERS]
         if sections:
             out.append(f"<h3>Parameters</h3><p>{text(data.profile_note)}.</p><table><thead><tr><th>parameter</th>"
-                       "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead><tbody>")
+                       "<th class=\"num\">value</th><th>unit</th><th>provenance</th><th>source</th></tr></thead>"
+                       "<tbody>")
             for sec in sections:
                 for key, par in p.params[sec].items():
                     out.append(f"<tr><td>{text(sec + '.' + key)}</td>{cell(par.value)}<td>{text(par.unit)}</td>"
@@ -406,7 +412,8 @@ def _profile_section(data: RunData) -> str:
 def _footer(d, files: list[str]) -> str:
     present = [f for f in files if (d / f).exists()]
     return (f"<footer>Built by <code>gangstorm report {text(str(d))}</code> from {text(', '.join(present))} "
-            f"on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. Self-contained: no script, no network.</footer>")
+            f"on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. Self-contained: no script, no "
+            "network.</footer>")
 
 
 # --- a ceiling sweep --------------------------------------------------------------------------
@@ -425,7 +432,8 @@ def render_ceiling(data: CeilingData) -> str:
     ceil = {n: v for n, v in (c.get("ceiling") or {}).items() if isinstance(v, dict)}
     body = ["<header><h1>gangstorm ceiling " + text(c.get("scenario")) + "</h1>",
             f'<p class="meta">Scenario <b>{text(c.get("scenario"))}</b>; backend {text(c.get("backend", "sim"))}; '
-            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: admission '
+            f'{text(readable(c.get("nodes")))} nodes; {text(readable(c.get("jobs_per_point")))} jobs per point; SLO: '
+            'admission '
             f'p99 &lt;= {text(readable(slo_s))} s and at most 1% never admitted.</p></header>',
             '<section id="ceiling"><h2>Ceiling per scheduler</h2>']
     if c.get("complete") is False:
@@ -433,11 +441,13 @@ def render_ceiling(data: CeilingData) -> str:
                        'interrupted; the points below are the ones it ran, and schedulers without a ceiling row '
                        'had not finished their search.</p>')
     if ceil:
-        body.append("<table><thead><tr><th>scheduler</th>" + "".join(f'<th class="num">{h}</th>' for h, _ in CEILING_COLS)
+        body.append("<table><thead><tr><th>scheduler</th>"
+                    + "".join(f'<th class="num">{h}</th>' for h, _ in CEILING_COLS)
                     + "<th>saturated at the break</th><th>search cap</th></tr></thead><tbody>")
         for n, v in ceil.items():
             body.append(f"<tr><th>{text(n)}</th>" + "".join(cell(v.get(k), f"ceiling.{n}.{k}") for _, k in CEILING_COLS)
-                        + f"<td>{text(v.get('saturated') or ('n/a' if v.get('broke_at_churn_multiplier') is None else 'none near full'))}"
+                        + "<td>" + text(v.get("saturated") or ("n/a" if v.get("broke_at_churn_multiplier") is None
+                                                               else "none near full"))
                         + (f" ({text(v.get('saturated_description'))})" if v.get("saturated_description") else "")
                         + f"</td><td>{text(v.get('cap') or '')}</td></tr>")
         body.append("</tbody></table>")
@@ -450,7 +460,8 @@ def render_ceiling(data: CeilingData) -> str:
         body.append(_missing("ceiling.json holds no points"))
     body.append("<h3>Points</h3>")
     for n, pts in points.items():
-        body.append(f"<table><thead><tr><th>{text(n)}</th>" + "".join(f'<th class="num">{h}</th>' for h, _ in POINT_COLS)
+        body.append(f"<table><thead><tr><th>{text(n)}</th>"
+                    + "".join(f'<th class="num">{h}</th>' for h, _ in POINT_COLS)
                     + "<th>busiest</th></tr></thead><tbody>")
         for i, p in enumerate(pts):
             if not isinstance(p, dict):
@@ -458,7 +469,7 @@ def render_ceiling(data: CeilingData) -> str:
             load = p.get("load") or {}
             busiest = max(load.items(), key=lambda kv: (kv[1], kv[0])) if load and all(
                 isinstance(x, (int, float)) for x in load.values()) else None
-            body.append(f"<tr><td></td>" + "".join(cell(p.get(k), f"points.{n}.{i}.{k}") for _, k in POINT_COLS)
+            body.append("<tr><td></td>" + "".join(cell(p.get(k), f"points.{n}.{i}.{k}") for _, k in POINT_COLS)
                         + f"<td>{text(f'{busiest[0]} load {busiest[1]:.2f}' if busiest else 'n/a')}</td></tr>")
         body.append("</tbody></table>")
     body.append("</section>")

@@ -9,9 +9,9 @@ name that comes from a scenario or a trace (class names) is escaped here; figure
 """
 from __future__ import annotations
 
+from loadgen.model.numbers import readable as num  # html/fmt's num became numbers.readable (dedupe)
 from loadgen.output.aggregate import ADMISSION, ALL, BUDGET_FIGURES, BY_NAME, CEILING, RESOURCE, Figure
 from loadgen.output.html.data import CeilingData, RunData
-from loadgen.model.numbers import readable as num       # html/fmt's num became numbers.readable (dedupe)
 from loadgen.output.html.fmt import cell, text
 from loadgen.output.html.page import _doc, _fig, _footer, _g, _missing, _profile_section, shown_classes
 from loadgen.output.markdown_seeds import SIMILAR, marks, too_few
@@ -35,6 +35,11 @@ def iv_cell(entry: dict | None, path: str, mark: str = "") -> str:
     flag = (f' <span class="ns" title="not significantly different from the best in this column">{mark}</span>'
             if mark else "")
     return f'<td class="num">{span("median")}{flag}<br><span class="iv">[{span("low")}, {span("high")}]</span></td>'
+
+
+def _times(counts: dict | None) -> str:
+    """"a x3, b x1" from {a: 3, b: 1}."""
+    return ", ".join(f"{k} x{x}" for k, x in (counts or {}).items())
 
 
 def _json(v) -> str:
@@ -71,8 +76,10 @@ def render_run(data: RunData) -> str:
     sig = s.get("significance") or {}
     n = len((s.get("seeds") or {}).get("completed") or [])
     body = [f"<header><h1>gangstorm run {text(s.get('run_id'))}</h1>",
-            f'<p class="meta">Scenario <b>{text(s.get("scenario"))}</b>, {_seeds_meta(s)}; {_g(fl.get("nodes"))} nodes x '
-            f'{_g(fl.get("gpus_per_node"))} GPUs; median {_g(wl.get("jobs"))} jobs per seed over {_g(s.get("duration_h"))} h '
+            f'<p class="meta">Scenario <b>{text(s.get("scenario"))}</b>, {_seeds_meta(s)}; '
+            f'{_g(fl.get("nodes"))} nodes x '
+            f'{_g(fl.get("gpus_per_node"))} GPUs; median {_g(wl.get("jobs"))} jobs per seed over '
+            f'{_g(s.get("duration_h"))} h '
             f'at {_g(wl.get("churn_multiplier"))}x churn (offered load {_g(wl.get("offered_load"))}); schedulers '
             f'{text(", ".join(names) or "none")}; profile {text(prof.get("name"))}; wall {_g(s.get("wall_s"))} s. '
             f'Each seed is a complete run in <code>seeds/&lt;seed&gt;/</code>.</p>', _partial(s), "</header>",
@@ -88,7 +95,8 @@ def render_run(data: RunData) -> str:
         body.append(_figure_table(s, names, HEAD, ALL, "spread"))
         slo = s.get("slo") or {}
         body.append("<p>SLO: admission p99 &lt;= " + text(num(slo.get("admission_p99_s"))) + " s. " + text(", ".join(
-            f"{nm}: met on {(r.get('slo_met_seeds') or {}).get('met', 0)} of {(r.get('slo_met_seeds') or {}).get('of', n)} seeds"
+            f"{nm}: met on {(r.get('slo_met_seeds') or {}).get('met', 0)} of "
+            f"{(r.get('slo_met_seeds') or {}).get('of', n)} seeds"
             for nm, r in s["schedulers"].items())) + ".</p>")
     body.append("</section>")
 
@@ -97,14 +105,16 @@ def render_run(data: RunData) -> str:
               for f in HEAD]
     svg = figures.seed_spread("spread-all", "headline figures over seeds", panels, names) if names else None
     body.append(_fig(svg, "Per scheduler: one dot per seed, the shaded bar the interval, the tick the median "
-                          "(latencies on a log scale, below 1 ms drawn at 1 ms).") if svg else _missing("no values yet"))
+                          "(latencies on a log scale, below 1 ms drawn at 1 ms).") if svg
+                else _missing("no values yet"))
     body.append("</section>")
 
     classes, figured, left_out = shown_classes(s, names)       # bounded, whatever the number of classes
     body.append('<section id="classes"><h2>Admission by class</h2>')
     if left_out or len(figured) < len(classes):
         body.append(_missing(f"{len(classes) + left_out:,} job classes: this page shows the {len(classes):,} with the "
-                             f"most jobs in tables and draws the {len(figured)} largest; summary.json holds every class"))
+                             f"most jobs in tables and draws the {len(figured)} largest; summary.json holds every "
+                             "class"))
     for c in classes:
         body.append(f'<div data-class="{text(c)}"><h3>class {text(c)}</h3>'
                     + _figure_table(s, names, ADMISSION, c, f"by_class.{c}.spread") + "</div>")
@@ -176,7 +186,8 @@ def pairs_table(s: dict) -> str:
     for p in pairs:
         rows.setdefault((p["class"], p["figure"]), {})[(p["a"], p["b"])] = p
     out = [f"<p>Median of the per-seed differences B - A over the {text(n)} common seeds and the p-value of the "
-           f"{text(sig.get('test'))}. <span class=\"ns\">n.s.</span>: not significant at alpha {text(sig.get('alpha'))}, "
+           f"{text(sig.get('test'))}. <span class=\"ns\">n.s.</span>: not significant at alpha "
+           f"{text(sig.get('alpha'))}, "
            f"within the seed-to-seed spread (not evidence that the two are equal); otherwise the better one is named. "
            f"{text(sig.get('meaning'))}.</p>",
            '<div class="scroll"><table><thead><tr><th>class</th><th>figure</th>'
@@ -205,7 +216,8 @@ def _seeds_section(s: dict, names: list[str]) -> str:
     out = ['<section id="seeds"><h2>Seeds</h2><p>Each seed is a complete run: its own summary.json, summary.md, '
            'jobs.csv and timeseries.csv (<code>gangstorm report seeds/&lt;seed&gt;</code> draws its page).</p>',
            "<table><thead><tr><th>seed</th>" + "".join(f'<th class="num">{text(nm)} p99 s</th>' for nm in names)
-           + "".join(f'<th class="num">{text(nm)} alloc util</th>' for nm in names) + "<th>files</th></tr></thead><tbody>"]
+           + "".join(f'<th class="num">{text(nm)} alloc util</th>' for nm in names)
+           + "<th>files</th></tr></thead><tbody>"]
     for seed in done:
         row = [f"<tr><th>{text(seed)}</th>"]
         for fig in ("admission_p99", "alloc_util"):
@@ -253,8 +265,8 @@ def render_ceiling(data: CeilingData) -> str:
             body.append(f"<tr><th>{text(nm)}</th>"
                         + iv_cell(sp.get(CEILING.name), f"ceiling.{nm}.spread.{CEILING.name}", m.get(nm, ""))
                         + iv_cell(sp.get("jobs_per_s"), f"ceiling.{nm}.spread.jobs_per_s")
-                        + f"<td>{text(', '.join(f'{k} x{x}' for k, x in (v.get('saturated_seeds') or {}).items()))}</td>"
-                        + f"<td>{text(', '.join(f'{k} x{x}' for k, x in (v.get('cap_seeds') or {}).items()) or '')}</td></tr>")
+                        + f"<td>{text(_times(v.get('saturated_seeds')))}</td>"
+                        + f"<td>{text(_times(v.get('cap_seeds')) or '')}</td></tr>")
         body.append("</tbody></table>")
         svg = figures.seed_spread("ceiling-seeds", "ceiling over seeds",
                                   [("ceiling (churn x)", False, {nm: (v.get("spread") or {}).get(CEILING.name)
