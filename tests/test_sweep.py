@@ -145,13 +145,14 @@ def metrics(page: str) -> dict:
 
 
 def test_rerunning_with_the_same_out_but_another_grid_is_refused():
-    o = run_cli(*sweep(b"scenarios: [s.yaml]\nseeds: 2\n"), keep=lambda d: _rerun(d, b"scenarios: [s.yaml]\nseeds: 3\n"))
+    o = run_cli(*sweep(b"scenarios: [s.yaml]\nseeds: 2\n"),
+                keep=lambda d: _rerun(d, b"scenarios: [s.yaml]\nseeds: 3\n"))
     assert o.code == 0, o.stderr
     code, err = o.kept
     # the scenario's four schedulers x 2 seeds there, x 3 seeds here
-    assert code == 2 and err.strip().splitlines() == ["gangstorm: error: --out out: holds another sweep (8 cells there, "
-                                                      "12 in this spec); rerun its own spec to resume it, or choose "
-                                                      "another --out"]
+    assert code == 2 and err.strip().splitlines() == ["gangstorm: error: --out out: holds another sweep (8 "
+                                                      "cells there, 12 in this spec); rerun its own spec to resume it, "
+                                                      "or choose another --out"]
 
 
 def _rerun(d: Path, spec: bytes) -> tuple[int, str]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from loadgen.drive.seeds import FORK, Outcome, each_seed
 from loadgen.drive.sweep_cell import run_here

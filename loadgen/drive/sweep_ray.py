@@ -85,8 +85,8 @@ class Ray:
         proc = subprocess.Popen([sys.executable, "-m", "loadgen.drive.sweep_ray"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
-        by_index = {c.index: c for c in cells}
-        job = {"address": self.address, "node_ip": "127.0.0.1" if loop else None, "cells_dir": str(store.cells_dir.resolve()),
+        job = {"address": self.address, "node_ip": "127.0.0.1" if loop else None,
+               "cells_dir": str(store.cells_dir.resolve()),
                "executor": self.label(), "code": code_fingerprint(),
                "cells": base64.b64encode(pickle.dumps(cells)).decode()}
         failed: Outcome | None = None
@@ -193,6 +193,7 @@ def _watch_stdin(stop: threading.Event) -> None:
 
 def drive(job: dict) -> None:
     import ray
+
     from loadgen.drive.sweep_cell import place, run_archived
     cells = pickle.loads(base64.b64decode(job["cells"]))
     cells_dir = Path(job["cells_dir"])

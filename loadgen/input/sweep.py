@@ -146,7 +146,8 @@ def _read(src: str) -> dict:
     except yamlfile.YamlFileError as e:
         raise SweepError(src, e.where, "no such sweep spec" if e.expected == "no such file" else e.expected) from None
     if raw is None:
-        raise SweepError(src, "", "is empty; expected a sweep spec mapping with at least `scenarios:` (see docs/sweep.md)")
+        raise SweepError(src, "",
+                         "is empty; expected a sweep spec mapping with at least `scenarios:` (see docs/sweep.md)")
     if not isinstance(raw, dict):
         raise SweepError(src, "", f"expected a mapping at the top level, got {type(raw).__name__}")
     return raw
@@ -185,7 +186,8 @@ def _set(value: Any, axes: dict, src: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise SweepError(src, "set", f"expected a mapping of dotted scenario keys to values, got {type(value).__name__}")
+        raise SweepError(src, "set",
+                         f"expected a mapping of dotted scenario keys to values, got {type(value).__name__}")
     varied = {key: axis for axis, (key, _) in AXES.items() if key and axes[axis] is not None}
     for key in value:
         if not isinstance(key, str):
@@ -194,7 +196,8 @@ def _set(value: Any, axes: dict, src: str) -> dict[str, Any]:
             raise SweepError(src, f"set.{_dotted(key)}", f"the {varied.get(key, key)} axis varies it already; "
                              "give its values there")
         if key == "name":
-            raise SweepError(src, "set.name", "a cell keeps its scenario's name (name the sweep with the top-level name:)")
+            raise SweepError(src, "set.name",
+                             "a cell keeps its scenario's name (name the sweep with the top-level name:)")
     return dict(value)
 
 

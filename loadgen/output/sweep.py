@@ -27,7 +27,6 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from loadgen.input import files
 from loadgen.measure import spread
@@ -117,7 +116,7 @@ class SweepStore:
         return self.dir / CELLS
 
     @classmethod
-    def open(cls, out: str | Path, doc: dict, keys: list[dict], flag: str = "--out") -> tuple["SweepStore", bool]:
+    def open(cls, out: str | Path, doc: dict, keys: list[dict], flag: str = "--out") -> tuple[SweepStore, bool]:
         """(the store, whether it resumes a sweep that was there). `doc` is sweep.json's content;
         a folder holding another grid's sweep.json, or anything else, is refused."""
         out = Path(out)
@@ -277,7 +276,8 @@ def render(summary: dict) -> str:
              + "".join(f", {c[s]} {s}" for s in ("failed", "interrupted", "running", "pending") if c.get(s))
              + f"; executor {ex.get('kind')}" + (f" ({ex['detail']})" if ex.get("detail") else "")
              + f"; this invocation {fixed(summary.get('wall_s'), 1)} s wall"
-             + (f", {summary['resumed']['skipped']} cells complete from before" if summary.get("resumed") else "") + ".",
+             + (f", {summary['resumed']['skipped']} cells complete from before"
+                if summary.get("resumed") else "") + ".",
              "", "Each figure: median [low, high] over the group's seeds (the range below 6 seeds).", ""]
     tables: dict[tuple, list[dict]] = {}
     for g in summary["groups"]:

@@ -86,7 +86,8 @@ def render(summary: dict, d: Path) -> str:
     c = summary.get("cells") or {}
     ex = summary.get("executor") or {}
     body = [f"<header><h1>gangstorm sweep {text(summary.get('sweep'))}</h1>",
-            f'<p class="meta">Spec <b>{text(summary.get("spec"))}</b>; {cell(c.get("planned"), "cells.planned", "b", "")} '
+            f'<p class="meta">Spec <b>{text(summary.get("spec"))}</b>; '
+            f'{cell(c.get("planned"), "cells.planned", "b", "")} '
             f'cells, {cell(c.get("done"), "cells.done", "b", "")} done; executor {text(ex.get("kind"))} '
             f'({text(ex.get("detail"))}); this invocation {text(readable(summary.get("wall_s")))} s wall; '
             f'backend {text(summary.get("backend"))}.</p>'
@@ -113,7 +114,8 @@ def render(summary: dict, d: Path) -> str:
             body.append(_fig(svg, note) if svg else _missing(f"no {title} to draw (no cell done)"))
         body.append("</div>")
         body.append("<table><thead><tr><th>scheduler</th><th class=\"num\">churn x</th><th class=\"num\">seeds</th>"
-                    + "".join(f'<th class="num">{h}</th>' for h, _ in COLS) + '<th class="num">SLO met</th></tr></thead><tbody>')
+                    + "".join(f'<th class="num">{h}</th>' for h, _ in COLS)
+                    + '<th class="num">SLO met</th></tr></thead><tbody>')
         for i, g in sorted(items, key=lambda ig: (ig[1]["scheduler"], ig[1]["churn"])):
             row = [f"<tr><th>{text(g['scheduler'])}</th>", cell(g["churn"], f"groups.{i}.churn"),
                    f'<td class="num">{len(g["seeds"])}/{g["planned"]}</td>']
