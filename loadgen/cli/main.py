@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-SUBCOMMANDS = ("run", "ceiling", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster")
+SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster")
 
 
 def build_parser():

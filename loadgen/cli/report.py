@@ -19,6 +19,14 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from loadgen.output.html import REPORT, write
     from loadgen.output.html.data import load
+    from loadgen.output.html.sweep import build as build_sweep
+    from loadgen.output.html.sweep import is_sweep
+    if is_sweep(args.run_dir):                      # a `gangstorm sweep` folder
+        out = str(Path(args.run_dir) / REPORT) if args.out is None else args.out
+        check_output_file(out, "--out" if args.out is not None else "", within=args.run_dir, allowed=(REPORT,))
+        path = build_sweep(args.run_dir, out)
+        print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+        return 0
     folder = load(args.run_dir)                     # a bad folder is refused before anything is written
     out = str(Path(args.run_dir) / REPORT) if args.out is None else args.out
     # the page may replace the folder's own report.html, never one of the files it is built from

@@ -165,29 +165,31 @@ def _child(conn, work, seed: int, parent: int) -> None:
     conn.close()
 
 
-def _raise_for(out: Outcome) -> None:
+def _raise_for(out: Outcome, noun: str = "seed") -> None:
     if out.status == "interrupted":
         raise KeyboardInterrupt
     if out.status == "user":
-        raise SeedsError(f"seed {out.seed}: {out.message}")
+        raise SeedsError(f"{noun} {out.seed}: {out.message}")
     if out.status == "backend":
-        raise BackendError(f"seed {out.seed}: {out.message}")
-    raise RuntimeError(f"seed {out.seed} failed:\n{out.message}")
+        raise BackendError(f"{noun} {out.seed}: {out.message}")
+    raise RuntimeError(f"{noun} {out.seed} failed:\n{out.message}")
 
 
-def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, in_process: bool = False) -> None:
+def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, in_process: bool = False,
+              noun: str = "seed") -> None:
     """work(seed, progress) for every seed, at most `parallel` at once, each in a forked child
     (in_process: one after another in this process). on_event gets ("start", seed),
     ("progress", seed, *detail), ("done", seed, Outcome) and ("stopped", seed, Outcome). The first
     seed that fails stops the others, and its error is raised here: UserError, BackendError,
-    KeyboardInterrupt (interrupted) or RuntimeError with the child's traceback."""
+    KeyboardInterrupt (interrupted) or RuntimeError with the child's traceback. `seeds` may be any
+    distinct integers (a sweep passes its cells' indices); `noun` names them in those errors."""
     if in_process or not FORK:
         for s in seeds:
             on_event("start", s)
             out = _attempt(s, work, lambda *d, s=s: on_event("progress", s, *d))
             on_event("done" if out.status == "done" else "stopped", s, out)
             if out.status != "done":
-                _raise_for(out)
+                _raise_for(out, noun)
         return
     ctx = multiprocessing.get_context("fork")
     pending = list(seeds)
@@ -201,7 +203,7 @@ def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, 
                 while pending and len(running) < parallel and failed is None:
                     s = pending.pop(0)
                     r, w = ctx.Pipe(duplex=False)
-                    p = ctx.Process(target=_child, args=(w, work, s, os.getpid()), name=f"gangstorm-seed-{s}")
+                    p = ctx.Process(target=_child, args=(w, work, s, os.getpid()), name=f"gangstorm-{noun}-{s}")
                     on_event("start", s)
                     p.start()
                     w.close()
@@ -221,7 +223,7 @@ def each_seed(seeds: list[int], work: Callable, parallel: int, on_event: Event, 
                         failed = out
                         _stop(running, on_event)
         if failed is not None:
-            _raise_for(failed)
+            _raise_for(failed, noun)
     except KeyboardInterrupt:
         _stop(running, on_event)
         raise
