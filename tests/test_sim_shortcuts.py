@@ -3,6 +3,7 @@ time of a gang when no node pulls, and the virtual runner's back-to-back wakeups
 import numpy as np
 import pytest
 
+from fakes.sim.state import ClusterState
 from loadgen.drive.runner import VirtualClock, run
 from loadgen.input.scenario import from_dict
 from loadgen.model.fleet import Fleet
@@ -10,7 +11,6 @@ from loadgen.model.registry import target_class
 from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.startup.spec import ImageSpec
 from loadgen.model.target import TargetContext
-from fakes.sim.state import ClusterState
 from support.recording import Recording
 from support.simkit import job
 
