@@ -267,7 +267,7 @@ def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds:
     import json
     import time
 
-    from loadgen.drive.seeds import Outcome, cut_short, each_seed, seed_dir
+    from loadgen.drive.seeds import cut_short, each_seed, seed_dir, tally
     from loadgen.output import aggregate
     from loadgen.output.storage import atomic_write
     per_scenario = {s: scenario.with_overrides(seed=s) for s in seeds}
@@ -301,24 +301,7 @@ def sweep_seeds(scenario: Scenario, schedulers: list[str], out_dir: Path, seeds:
         save(sweep(per_scenario[seed], schedulers, d, backend=backend, time_scale=time_scale, progress=progress,
                    checkpoint=save, existing=existing))
 
-    def event(kind: str, seed: int, *detail) -> None:
-        seeds_ = head["seeds"]
-        if kind == "start":
-            seeds_["running"].append(seed)
-            write()
-        elif kind in ("done", "stopped"):
-            seeds_["running"].remove(seed)
-            outcome: Outcome = detail[0]
-            if kind == "done":
-                per_seed[seed] = json.loads((seed_dir(out_dir, seed) / "ceiling.json").read_text())
-                seeds_["completed"] = sorted(per_seed)
-            elif outcome.status == "interrupted":
-                seeds_["interrupted"].append(seed)
-            else:
-                seeds_["failed"][str(seed)] = (outcome.message.strip().splitlines() or [outcome.status])[-1]
-            write()
-        if on_event:
-            on_event(kind, seed, *detail)
+    event = tally(head["seeds"], per_seed, lambda seed: seed_dir(out_dir, seed) / "ceiling.json", write, on_event)
 
     write()
     try:

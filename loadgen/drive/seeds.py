@@ -285,6 +285,31 @@ def cut_short(seeds: dict) -> None:
 
 
 # --- gangstorm run --seeds ---------------------------------------------------------------------
+def tally(seeds: dict, per_seed: dict, result_file: Callable[[int], Path], write: Callable[[], None],
+          on_event: Event | None = None) -> Event:
+    """The each_seed callback that keeps a folder's `seeds` block (running, completed, interrupted,
+    failed with its last line) and `per_seed` (each completed seed's result file, read) up to date,
+    calling write() after every change, then on_event."""
+    def event(kind: str, seed: int, *detail) -> None:
+        if kind == "start":
+            seeds["running"].append(seed)
+            write()
+        elif kind in ("done", "stopped"):
+            seeds["running"].remove(seed)
+            outcome: Outcome = detail[0]
+            if kind == "done":
+                per_seed[seed] = json.loads(result_file(seed).read_text())
+                seeds["completed"] = sorted(per_seed)
+            elif outcome.status == "interrupted":
+                seeds["interrupted"].append(seed)
+            else:
+                seeds["failed"][str(seed)] = (outcome.message.strip().splitlines() or [outcome.status])[-1]
+            write()
+        if on_event:
+            on_event(kind, seed, *detail)
+    return event
+
+
 def seed_dir(out: Path, seed: int) -> Path:
     return Path(out) / SEEDS_DIR / str(seed)
 
@@ -324,24 +349,7 @@ def run_seeds(scenario: Scenario, seeds: list[int], opts, parallel: int, rule: s
         run(per_scenario[seed], replace(opts, out_dir=seed_dir(out, seed), progress=progress, report=False,
                                         on_start=None))
 
-    def event(kind: str, seed: int, *detail) -> None:
-        seeds_ = head["seeds"]
-        if kind == "start":
-            seeds_["running"].append(seed)
-            write()
-        elif kind in ("done", "stopped"):
-            seeds_["running"].remove(seed)
-            outcome: Outcome = detail[0]
-            if kind == "done":
-                per_seed[seed] = json.loads((seed_dir(out, seed) / "summary.json").read_text())
-                seeds_["completed"] = sorted(per_seed)
-            elif outcome.status == "interrupted":
-                seeds_["interrupted"].append(seed)
-            else:
-                seeds_["failed"][str(seed)] = (outcome.message.strip().splitlines() or [outcome.status])[-1]
-            write()
-        if on_event:
-            on_event(kind, seed, *detail)
+    event = tally(head["seeds"], per_seed, lambda seed: seed_dir(out, seed) / "summary.json", write, on_event)
 
     try:
         each_seed(seeds, work, parallel, event, in_process=opts.backend == "real")
