@@ -3,6 +3,7 @@ that hold the locks, backfill, priority without SlurmDBD, --switches, --requeue.
 import numpy as np
 import pytest
 
+from fakes.slurm.sim import earliest
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction
 from support.simkit import job, sim
@@ -218,3 +219,12 @@ def test_requeue_restarts_the_whole_gang():
     _, rec, events = slurm([job(0, 4, dur=1000)], nodes=8, end=400, chaos=[ChaosAction(20, "evict", {"members": 1})])
     bound = [e.members for e in events if e.kind is Kind.BOUND]
     assert bound == [4, 4] and not np.isnan(rec.admit[0])
+
+
+def test_a_reservation_takes_the_earliest_nodes_and_the_lowest_index_among_equal_times():
+    times = np.array([3.0, 1.0, 1.0, np.inf, 1.0, 0.0, 2.0])
+    assert sorted(earliest(times, 2)) == [1, 5]
+    assert sorted(earliest(times, 3)) == [1, 2, 5]
+    assert sorted(earliest(times, 5)) == [1, 2, 4, 5, 6]
+    assert sorted(earliest(times, 7)) == [0, 1, 2, 3, 4, 5, 6]
+    assert sorted(earliest(np.full(10_000, 7.0), 4)) == [0, 1, 2, 3]

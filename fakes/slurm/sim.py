@@ -61,6 +61,15 @@ Work = Callable[..., "tuple[float, Callable[[float], None] | None]"]
 LOTS_OF_AGENTS_CNT = 50     # src/slurmctld/agent.h: above this many agents an epilog defers to the background pass
 
 
+def earliest(times: np.ndarray, m: int) -> np.ndarray:
+    """Indices of the m earliest times, ties going to the lowest index. np.argpartition's choice
+    among equal times depends on the SIMD path numpy picks for the CPU (AVX-512 or not), so a seed
+    would reserve different nodes on different machines."""
+    kth = np.partition(times, m - 1)[m - 1]
+    below = np.flatnonzero(times < kth)
+    return np.concatenate((below, np.flatnonzero(times == kth)[: m - len(below)]))
+
+
 def _whole_s(t0: float, t1: float) -> int:
     """Seconds between two instants as difftime() of two time(NULL) readings counts them."""
     return math.floor(t1) - math.floor(t0)
@@ -549,9 +558,7 @@ class SimSlurm(SlurmTraits, SimTarget):
             if n_avail < m:
                 continue
             free_at = np.where(whole, now, busy_until)     # inf: down or reserved
-            # argpartition's choice among equal times is kept as it is: another tie-break would
-            # reserve other nodes and change the results of a seed
-            idx = np.argpartition(free_at, m - 1)[:m]
+            idx = earliest(free_at, m)
             start = math.ceil(float(free_at[idx].max()) / res) * res
             if start <= now + window:
                 bp.reserved_from[idx] = start
