@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from fakes.slurm.existing import ExistingSlurm, gres_gpus
-from fakes.slurm.fleet import MARKER, SlurmMissing, marked_pids, require_slurm, stop_detached
+from fakes.slurm.fleet import MARKER, marked_pids, stop_detached
 from fakes.slurm.launch import status as launch_status
 from fakes.slurm.target import RealSlurm
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import Existing, TargetContext
+from support.slurm import need_slurm
 
 GANGSTORM = [str(Path(sys.executable).with_name("gangstorm"))] if Path(sys.executable).with_name("gangstorm").exists() \
     else [sys.executable, "-m", "loadgen.cli.main"]
@@ -136,10 +137,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path):
-    try:
-        require_slurm()
-    except SlurmMissing as e:
-        pytest.fail(f"{e}", pytrace=False)
+    need_slurm()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env["GANGSTORM_CLUSTERS_DIR"] = str(tmp_path / "clusters")
     folder = tmp_path / "clusters" / "slurm-default"

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from fakes.slurm.conf import read_sched_config, scheduler_lines
-from fakes.slurm.fleet import SlurmMissing, require_slurm
 from fakes.slurm.hostlist import compress, expand
 from fakes.slurm.sdiag import parse_sdiag
 from fakes.slurm.target import RealSlurm
@@ -15,7 +14,7 @@ from loadgen.model.events import Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, ChaosUnsupported, TargetContext
-from support.slurm import FAST, pids_of
+from support.slurm import FAST, need_slurm, pids_of
 
 NODES = 64
 
@@ -41,10 +40,7 @@ def bimodal_trace(seed: int = 7, n: int = 70, span_s: float = 20.0) -> list[Job]
 
 @pytest.fixture
 def slurm(tmp_path):
-    try:
-        require_slurm()
-    except SlurmMissing as e:
-        pytest.fail(f"{e}", pytrace=False)
+    need_slurm()
     ctx = TargetContext(fleet=Fleet(nodes=NODES), config=dict(FAST), control_plane={}, seed=1, run_dir=tmp_path)
     target = RealSlurm(ctx, workers=4, poll_s=0.3)
     try:

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from fakes.slurm.fleet import SlurmFleet, SlurmMissing, marked_pids, require_slurm
+from fakes.slurm.fleet import SlurmFleet, marked_pids
 from fakes.slurm.target import RealSlurm
 from loadgen.drive.runner import run_wall
 from loadgen.model.events import Event, Kind
@@ -24,7 +24,7 @@ from loadgen.model.job import Job
 from loadgen.model.startup.spec import ImageSpec, StartupSpec
 from loadgen.model.target import ChaosAction, Existing, TargetContext
 from support.recording import Recording
-from support.slurm import FAST, pids_of
+from support.slurm import FAST, need_slurm, pids_of
 
 pytestmark = pytest.mark.real
 
@@ -101,10 +101,7 @@ def left_behind(cluster) -> list:
 @pytest.fixture
 def launch(tmp_path):
     """launch(startup, nodes) -> a started RealSlurm on a fleet of its own; all stopped at the end."""
-    try:
-        require_slurm()
-    except SlurmMissing as e:
-        pytest.fail(f"{e}", pytrace=False)
+    need_slurm()
     made: list[RealSlurm] = []
     ports: list[int] = []                       # each ready service's port, to check it is closed
 
@@ -232,10 +229,7 @@ def test_restart_requeues_a_running_gang_and_old_prologs_never_make_a_later_atte
 
 
 def test_restart_on_an_attached_cluster_requeues_only_the_runs_own_job(tmp_path):
-    try:
-        require_slurm()
-    except SlurmMissing as e:
-        pytest.fail(f"{e}", pytrace=False)
+    need_slurm()
     fleet = SlurmFleet(Fleet(nodes=2), tmp_path / "cluster", config=dict(FAST))
     target = None
     try:
