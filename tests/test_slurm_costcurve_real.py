@@ -6,8 +6,8 @@ import json
 import pytest
 
 from fakes.slurm.costcurve import main as costcurve
-from fakes.slurm.fleet import SlurmMissing, require_slurm
 from loadgen.calibration import slurm_curve
+from support.slurm import need_slurm
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 BAND = (1 / 3, 3.0)        # 32 nodes, 2 loaded cores: cycles of a fraction of a millisecond move a lot
@@ -15,10 +15,7 @@ BAND = (1 / 3, 3.0)        # 32 nodes, 2 loaded cores: cycles of a fraction of a
 
 @pytest.fixture(scope="module")
 def curve(tmp_path_factory):
-    try:
-        require_slurm()
-    except SlurmMissing as e:
-        pytest.skip(str(e))
+    need_slurm()
     out = tmp_path_factory.mktemp("curve")
     assert costcurve(["--sizes", "32", "--depths", "5,20", "--idle", "3", "--settle", "20", "--out", str(out),
                       "--run-dir", str(tmp_path_factory.mktemp("run"))]) == 0
@@ -41,11 +38,20 @@ def test_a_blocked_main_cycle_counts_every_pending_job_in_its_depth_and_backfill
     assert doc["metrics"]["start"]["still_pending"] == 0
 
 
+def test_fillers_cancelled_one_at_a_time_let_a_poll_see_a_cycle_that_starts_jobs(curve):
+    doc, _ = curve
+    start = doc["metrics"]["start"]
+    assert start["cancelled_one_at_a_time"] == 8
+    seen = [e for e in start["main_each"] if e["started"] > 0]
+    assert seen and sum(e["started"] for e in seen) <= 25        # 5 + 20 pending
+
+
 def test_the_twin_prices_the_measured_cycles_within_a_band(curve):
     doc, out = curve
     cfg = slurm_curve.twin_config(slurm_curve.load_profile("local"))
     rows = slurm_curve.compare(slurm_curve.load_curves(out), cfg, set())
     kinds = {r["figure"].split(",")[0] for r in rows}
     assert {"submit RPC (sdiag REQUEST_SUBMIT_BATCH_JOB mean)", "main cycle", "backfill pass"} <= kinds
+    assert any(r["figure"] == "main cycle, jobs starting" for r in rows)
     off = [(r["figure"], r["ratio"]) for r in rows if not BAND[0] <= r["ratio"] <= BAND[1]]
     assert not off, off

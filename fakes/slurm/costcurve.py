@@ -17,8 +17,8 @@ polled by fakes/slurm/probe.py) are read in windows, each after `sdiag -r`:
   changed for backfill; the window lasts until backfill has run twice. A main cycle here tests the
   first job, which cannot start, and walks the rest (schedule() counts them in its depth); backfill
   tests every pending job against the time each node frees (up to bf_max_job_test).
-- `start`: the fillers are cancelled and the pending jobs start: main cycles that start up to
-  default_queue_depth jobs each, and backfill.
+- `start`: the fillers are cancelled one at a time, 3 s apart, and the pending jobs start: main
+  cycles that start up to default_queue_depth jobs each, and backfill.
 - optionally the submit-and-start burst (fakes/slurm/burst.py) on the same fleet, and the
   submit-and-execute burst (jobs that run `sleep 0`).
 
@@ -146,15 +146,24 @@ def blocked(fl: SlurmFleet, depth: int, have: int, workers: int, timeout_s: floa
     return out
 
 
-def start(fl: SlurmFleet, timeout_s: float) -> dict[str, Any]:
-    """Cancel the fillers; the pending jobs start. Until none is pending (or timeout_s)."""
+def start(fl: SlurmFleet, timeout_s: float, gap_s: float = 3.0) -> dict[str, Any]:
+    """Cancel the fillers one at a time, `gap_s` apart once the main cycle each one triggers has
+    run; the pending jobs start. Until none is pending (or timeout_s). One filler at a time, so each
+    cycle that starts jobs is seen alone (a 0.5 s poll between cycles) at every fleet size: all at
+    once, a small fleet starts everything in cycles too close together to time one by one."""
+    ids = sorted(fl.run(["squeue", "-h", "-n", "gs-fill", "-o", "%i"], check=False).stdout.split(), key=int)
     with Window(fl, "start") as w:
         t0 = time.monotonic()
-        fl.run(["scancel", "-n", "gs-fill"], check=False)
-        left = _wait_count(fl, "PD", 0, timeout_s, "gs-pend")
+        deadline = t0 + timeout_s
+        for job in ids:
+            before = w.last().get("main_cycles") or 0
+            fl.run(["scancel", job], check=False)
+            w.wait_for("main_cycles", before + 1, max(0.0, deadline - time.monotonic()))
+            time.sleep(gap_s)
+        left = _wait_count(fl, "PD", 0, max(0.0, deadline - time.monotonic()), "gs-pend")
         took = time.monotonic() - t0
     out = w.summary()
-    out.update(still_pending=left, seconds=round(took, 1))
+    out.update(still_pending=left, seconds=round(took, 1), cancelled_one_at_a_time=len(ids))
     return out
 
 
