@@ -221,12 +221,3 @@ def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_
     assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
     assert merged == per_job
     assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}
-
-
-def test_several_locust_processes_on_one_existing_slurm_are_refused(kube_cluster, tmp_path):
-    _, env, _ = kube_cluster
-    conf = tmp_path / "slurm.conf"
-    conf.write_text("SlurmctldHost=localhost(127.0.0.1)\n")
-    r = gangstorm("locust", str(SCENARIO), "--slurm-conf", str(conf), "--schedulers", "slurm", "--processes", "2",
-                  "--headless", "--out", str(tmp_path / "two"), env=env)
-    assert r.returncode == 2 and "kube and volcano only, not slurm" in r.stderr and not (tmp_path / "two").exists()

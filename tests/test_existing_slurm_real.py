@@ -75,6 +75,9 @@ schedulers:
 """
 
 
+JOBS = 31        # the jobs SCENARIO plans (seed 5)
+
+
 def leftovers(folder: Path, spool: str | None) -> list[str]:
     """Live processes whose command line or environment mentions the cluster folder, or that hold
     a file open under it or under its spool (slurmstepd wipes its environment)."""
@@ -245,6 +248,56 @@ def test_foreign_jobs_refused_without_opt_in_and_dry_run_submits_nothing(cluster
     # None of it submitted anything: the foreign job is the only one slurmctld ever saw.
     assert cluster.slurm("squeue", "-h", "--states=all", "-o", "%i").split() == [foreign]
     assert_down_clean(cluster)
+
+
+@pytest.mark.real
+def test_two_locust_workers_share_one_existing_slurm_polled_once_with_exact_merged_tails(cluster, tmp_path):
+    """One-target Locust: two workers only sbatch, the master runs the run's one squeue poller, the
+    chaos plan and the clean-up; the merged tails are the per-job ones, exactly."""
+    import csv
+
+    from loadgen.measure.statistics import latency_stats
+    foreign = cluster.foreign_job()
+    out = tmp_path / "two-workers"
+    t0 = time.monotonic()
+    r = cluster.gangstorm("locust", str(cluster.scenario), "--slurm-conf", str(cluster.conf), "--partition", "gpu",
+                          "--schedulers", "slurm", "--nodes", "4", "--allow-foreign-workloads", "--processes", "2",
+                          "--master-port", str(free_port()), "--headless", "--time-scale", "10", "--out", str(out),
+                          timeout=300)
+    print(f"two-worker locust run: {time.monotonic() - t0:.1f} s wall")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    res = s["schedulers"]["slurm"]
+    assert s["complete"] is True and s["locust"]["workers"] == 2 and s["locust"]["mode"] == "one-target"
+    assert res["jobs"]["submitted"] == JOBS and res["jobs"]["rejected"] == 0 and res["jobs"]["admitted"] >= 10, \
+        res["jobs"]
+    cp = res["control_plane"]
+    # one poller: only the master ran squeue (the submitters' control plane is empty); its client sent
+    # no workload sbatch, the workers did
+    assert cp["client"]["squeue_calls"] >= 10 and cp["client"]["sbatch_calls"] <= 2, cp["client"]
+    assert cp["left_behind"] == {"jobs": 0, "nodes_not_resumed": 0}
+    assert [x["nodes"] for x in cp["chaos_skipped"]] == [["gpu-00000"]], cp["chaos_skipped"]
+    assert res["chaos_applied"]["evict"]["applied"] >= 1
+    rows = list(csv.DictReader((out / "jobs.csv").open()))
+    assert len(rows) == JOBS
+    admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
+    merged, per_job = dict(res["admission_s"]), latency_stats(admitted)
+    assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
+    assert merged == per_job
+
+    assert cluster.slurm("squeue", "-h", "-j", foreign, "-o", "%i|%T|%N").split() == [f"{foreign}|RUNNING|gpu-00000"]
+    comments = cluster.slurm("squeue", "-h", "-o", "%i|%k").splitlines()
+    assert [c for c in comments if "gangstorm.io/run=" in c] == [], comments
+    nodes = dict(line.split("|") for line in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T").split())
+    assert nodes == {"gpu-00000": "mixed", "gpu-00001": "idle", "gpu-00002": "idle", "gpu-00003": "idle"}, nodes
+    assert_down_clean(cluster)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # ---- no cluster: the pieces ---------------------------------------------------------------------

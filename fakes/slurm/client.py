@@ -16,7 +16,7 @@ from fakes.slurm.endpoint import SlurmEndpoint
 from fakes.slurm.sdiag import parse_sdiag
 
 TRANSIENT = ("temporarily", "Socket timed out", "Unable to contact", "Connection refused", "Zero Bytes")
-SQUEUE_FMT = "%i|%T|%V|%S|%e|%N"
+SQUEUE_FMT = "%i|%T|%V|%S|%e|%N|%j"     # the name last: it may hold "|"
 SBATCH_TRIES = 6
 
 
@@ -27,6 +27,7 @@ class Row(NamedTuple):
     start: int | None          # StartTime of the current allocation
     end: int | None
     nodelist: str              # a hostlist, see fakes.slurm.hostlist.expand
+    name: str = ""             # the job's name (gs-<run label>-<job id> for the run's own)
 
 
 class SlurmClient:
@@ -67,9 +68,9 @@ class SlurmClient:
             return None
         rows = {}
         for line in r.stdout.splitlines():
-            p = line.split("|")
-            if len(p) == 6 and p[0].isdigit():
-                rows[int(p[0])] = Row(p[1], _epoch(p[2]), _epoch(p[3]), _epoch(p[4]), p[5])
+            p = line.split("|", 6)
+            if len(p) == 7 and p[0].isdigit():
+                rows[int(p[0])] = Row(p[1], _epoch(p[2]), _epoch(p[3]), _epoch(p[4]), p[5], p[6])
         return rows
 
     def sdiag(self) -> dict[str, Any]:

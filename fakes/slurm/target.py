@@ -18,7 +18,12 @@ Launched (a SlurmFleet of its own) or attached (ctx.existing.slurm_conf: a clust
 not start). Either way every job carries the run label (--comment=gangstorm.io/run=<label>, name
 gs-<label>-<id>). Attached, the run drives the first fleet.nodes nodes of the partition (sorted),
 never touches a job without its label, acts on nodes only through scontrol (DRAIN, DOWN, RESUME;
-never on a node a foreign job runs on), and at stop() cancels its jobs and resumes its nodes."""
+never on a node a foreign job runs on), and at stop() cancels its jobs and resumes its nodes.
+
+Several Locust processes on one attached cluster (ctx.role): a "submit" process only runs sbatch
+(SUBMITTED when it returns, REJECTED when it fails) and polls nothing; the one "observe" process
+runs the run's only squeue poller, adopts every job named gs-<label>-<id> of the jobs it expects
+(expect()), runs the chaos plan and, at stop(), cancels every job of the run, whoever submitted it."""
 from __future__ import annotations
 
 import queue
@@ -44,6 +49,7 @@ from fakes.slurm.real.tracked import Tracked
 from fakes.slurm.real.usage import SlurmUsage
 from fakes.slurm.real.watch import SlurmWatch
 from fakes.slurm.traits import SlurmTraits
+from loadgen.model.job import Job
 from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.target import RUN_LABEL, TargetContext, run_label
 
@@ -58,6 +64,9 @@ class RealSlurm(SlurmTraits, SlurmCluster, SlurmSubmit, SlurmWatch, SlurmUsage, 
         self.rng = random.Random(ctx.seed)
         self.label = run_label(ctx.run_id)
         self.comment = f"{RUN_LABEL}={self.label}"        # on every job this run submits
+        self.prefix = f"gs-{self.label}-"                  # ... and gs-<label>-<job id> as its name
+        self.role = ctx.role
+        self.expected: dict[int, Job] = {}                 # observe role: the jobs other processes submit
         existing = ctx.existing if ctx.existing and ctx.existing.slurm_conf else None
         self.attached = existing is not None
         self.allow_foreign = bool(existing and existing.allow_foreign)

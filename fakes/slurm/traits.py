@@ -6,6 +6,7 @@ from typing import Any
 
 
 class SlurmTraits:
+    shares_one_watch = True     # several Locust processes on one attached cluster: one squeue poller
     @classmethod
     def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
         return {"topology_aware": True, "TopologyPlugin": "topology/tree (leaf switches under spines)",

@@ -121,7 +121,7 @@ def main(args) -> int:
         watchers = [n for n in SCHEDULERS if target_class(n, "real").shares_one_watch]
         watchers = ", ".join(watchers[:-1]) + " and " + watchers[-1] if len(watchers) > 1 else watchers[0]
         raise UsageError(f"--processes/--master: several Locust processes on one existing cluster observe it "
-                         f"once through the Kubernetes watch: {watchers} only, not {', '.join(alone)}")
+                         f"once for all (one watch or poller): {watchers} only, not {', '.join(alone)}")
     if args.out is not None:
         check_out_dir(args.out)
     out = Path(args.out) if args.out else fresh_run_dir("results", new_run_id(scenario.name))

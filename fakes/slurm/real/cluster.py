@@ -13,6 +13,7 @@ from fakes.slurm import prolog
 from fakes.slurm.existing import NodeInfo
 from fakes.slurm.real.tracked import _few
 from loadgen.model.errors import BackendError
+from loadgen.model.job import Job
 from loadgen.model.signals import signals_held
 from loadgen.model.target import RUN_LABEL, ClusterRefused, ForeignWorkloads
 
@@ -22,6 +23,8 @@ class SlurmCluster:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
+        if self.role != "all" and not self.attached:
+            raise ValueError(f"slurm: the {self.role} role needs an existing cluster (--slurm-conf)")
         if self.attached:
             self._attach()
         else:
@@ -38,8 +41,14 @@ class SlurmCluster:
                     self.ready.stop()
                 raise
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sbatch")
-        self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
-        self._watcher.start()
+        if self.role != "submit":           # a submitter polls nothing: the observer's squeue sees its jobs
+            self._watcher = threading.Thread(target=self._watch, name="squeue", daemon=True)
+            self._watcher.start()
+
+    def expect(self, jobs: dict[int, Job]) -> None:
+        """Observe role: the jobs other processes submit; each is tracked from the first squeue
+        that lists it by its name (SlurmWatch._adopt)."""
+        self.expected = dict(jobs)
 
     def stop(self) -> None:
         self._stop.set()
@@ -48,7 +57,8 @@ class SlurmCluster:
         if self._watcher is not None:
             self._watcher.join(timeout=30)
         if self.attached:
-            self._remove_own()
+            if self.role != "submit":       # the observer cancels every job of the run, the submitters' too
+                self._remove_own()
             return
         self.cluster.stop()
         if self.ready is not None:          # after the fleet: no prolog is left to ask
@@ -92,7 +102,8 @@ class SlurmCluster:
                                  f"first {n})")
 
     def _attach(self) -> None:
-        self.preflight()                                # the same refusals when not started by the CLI
+        if self.role != "submit":          # the observer checked; a submitter's own run may already be queued
+            self.preflight()                            # the same refusals when not started by the CLI
         self.partition, nodes = self.cluster.nodes()
         self._check_fits(self.partition, nodes)
         self.names = [x.name for x in nodes[:self.fleet.nodes]]

@@ -27,7 +27,7 @@ class SlurmSubmit:
         if switches > 0 and job.members >= int(self.cfg.get("switches_min_members", 8)):
             wait = int(round(float(self.cfg.get("switches_max_wait_s", 300)) / float(self.ctx.time_scale or 1.0)))
             opts.append(f"--switches={switches}@{wait // 60}:{wait % 60:02d}")
-        argv = self.client.batch_argv(f"gs-{self.label}-{job.id}", job.duration_s, *self._scope(), *opts)
+        argv = self.client.batch_argv(f"{self.prefix}{job.id}", job.duration_s, *self._scope(), *opts)
         if self.prolog_path is not None:    # hold for the duration counted from allocation, pull included
             assert argv[-2] == "--wrap", argv
             argv[-1] = prolog.job_command(self.prolog_path, job.duration_s)

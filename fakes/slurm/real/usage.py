@@ -40,6 +40,8 @@ class SlurmUsage:
         return {"sbatch_inflight": self._inflight, "squeue_calls": self.client.calls("squeue"), **self._sdiag}
 
     def control_plane(self) -> dict[str, Any]:
+        if self.role == "submit":       # the cluster's figures come from the observing process, once
+            return {}
         d = self.client.sdiag()
         d["client"] = {**self.client.summary(), "submit_workers": self.workers, "poll_s": self.poll_s}
         d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": getattr(self.cluster, "boot_s", None)}

@@ -59,6 +59,9 @@ class SlurmWatch:
             elif sid is None:
                 tr.done = True
                 self._emit(t, tr.job.id, Kind.REJECTED, reason=err or "sbatch failed")
+            elif self.role == "submit":     # accepted: the observing process follows it from here
+                tr.slurm_id, tr.submitted_t, tr.seen = sid, t, True
+                self._emit(t, tr.job.id, Kind.SUBMITTED)
             else:
                 tr.slurm_id, tr.submitted_t = sid, t
                 self.by_slurm[sid] = self.active[sid] = tr
@@ -77,6 +80,8 @@ class SlurmWatch:
                 self.client.set_nodes(due, "RESUME")
 
     def _on_rows(self, obs: float, rows: dict[int, Row]) -> None:
+        if self.expected:
+            self._adopt(obs, rows)
         for sid, tr in list(self.active.items()):
             jid, row = tr.job.id, rows.get(sid)
             if tr.done:
@@ -119,6 +124,19 @@ class SlurmWatch:
                 tr.done = True
                 kind = Kind.FINISHED if state == "TIMEOUT" else Kind.FAILED
                 self._emit(obs, jid, kind, reason=state.lower(), backend_t=end)
+
+    def _adopt(self, obs: float, rows: dict[int, Row]) -> None:
+        """Observe role: the run's jobs other processes submitted, known by their name (gs-<label>-<id>
+        of an expected job); followed from this poll on, their SUBMITTED said by the submitter."""
+        for sid, row in rows.items():
+            if sid in self.by_slurm or not row.name.startswith(self.prefix):
+                continue
+            tail = row.name[len(self.prefix):]
+            job = self.expected.get(int(tail)) if tail.isdigit() else None
+            if job is None or job.id in self.jobs:
+                continue
+            self.jobs[job.id] = tr = Tracked(job, slurm_id=sid, submitted_t=obs, seen=True)
+            self.by_slurm[sid] = self.active[sid] = tr
 
     # ---- placement-to-ready ----------------------------------------------------------------
     def _on_reports(self, reports: list[Report]) -> None:
