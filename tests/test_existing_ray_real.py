@@ -140,6 +140,50 @@ def test_run_next_to_foreign_workloads_touches_only_its_own(cluster, tmp_path):
     assert ray_processes(cluster["state"]["ray_tmpdir"]), "the run must never stop the cluster"
 
 
+def test_two_locust_workers_share_one_existing_ray_polled_once_with_exact_merged_tails(cluster, tmp_path):
+    """One-target Locust: two workers' drivers only create (hold, remove) their groups, the master's
+    driver polls the GCS's placement group table for the whole run; the merged tails are the per-job
+    ones, exactly, and nothing of the run is left on the cluster."""
+    import csv
+    import socket
+
+    from loadgen.measure.statistics import latency_stats
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "two-workers"
+    r = run(gangstorm() + ["locust", str(write_scenario(tmp_path)), "--schedulers", "ray", "--ray-address",
+                           cluster["address"], "--nodes", str(NODES), "--allow-foreign-workloads",
+                           "--processes", "2", "--master-port", str(port), "--headless", "--time-scale", "60",
+                           "--out", str(out)], cluster["env"], 400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    ray = s["schedulers"]["ray"]
+    assert s["complete"] is True and s["locust"]["workers"] == 2 and s["locust"]["mode"] == "one-target"
+    assert ray["jobs"]["submitted"] == 156 and ray["jobs"]["rejected"] == 0 and ray["jobs"]["failed"] == 0
+    assert ray["jobs"]["admitted"] >= 50, ray["jobs"]
+    cp = ray["control_plane"]
+    # the master's driver observed (the workers report no control plane) and submitted nothing itself
+    assert cp["role"] == "observe" and cp["submitted"] == 0 and cp["groups_ready"] == ray["jobs"]["admitted"], cp
+    assert cp["left_behind"] == {"placement_groups": 0}, cp
+    # evict is a gang restart by the group's owner: refused in the observer, recorded as unsupported
+    assert ray["chaos_applied"]["evict"]["applied"] == 0 and ray["chaos_applied"]["evict"]["unsupported"] >= 1
+    assert ray["chaos_applied"]["node_fail"] == {"applied": 0, "unsupported": 1}, ray["chaos_applied"]
+    rows = list(csv.DictReader((out / "jobs.csv").open()))
+    assert len(rows) == 156
+    admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
+    merged, per_job = dict(ray["admission_s"]), latency_stats(admitted)
+    assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
+    assert merged == per_job
+
+    found = survey(cluster["address"])
+    foreign = [pg for pg in found["placement_groups"] if pg["name"] == FOREIGN]
+    assert foreign and foreign[0]["id"] == cluster["foreign_id"] and foreign[0]["state"] == "CREATED"
+    assert [pg for pg in found["placement_groups"] if pg["name"] != FOREIGN] == [], found["placement_groups"]
+    assert found["jobs"] == [], f"a driver of the run is still connected: {found['jobs']}"
+    assert len([n for n in found["nodes"] if n["alive"] and n["gpus"] > 0]) == NODES
+
+
 def test_cluster_down_leaves_no_ray_process(cluster):
     state = cluster["state"]
     left = cluster_down(cluster["env"], state)
@@ -166,3 +210,4 @@ def test_cluster_down_after_the_launcher_was_killed(tmp_path):
     finally:
         left = cluster_down(env, state, "crashed")
         assert not left, f"processes of the killed cluster left: {left}"
+

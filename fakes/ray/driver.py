@@ -1,6 +1,6 @@
 """The Ray driver process behind RealRay: the only process of a run that imports ray.
 
-Run as `python -m fakes.ray.driver ADDRESS [--label RUN_LABEL]` with the fleet's environment
+Run as `python -m fakes.ray.driver ADDRESS [--label RUN_LABEL] [--role submit|observe]` with the fleet's environment
 (fleet.RAY_ENV: the node IP stays 127.0.0.1). It reads one
 JSON command per stdin line and writes one JSON message per stdout line. It is a plain
 subprocess rather than a multiprocessing child because a 'spawn' child re-imports the parent's
@@ -11,6 +11,12 @@ Every placement group it creates is named gs-<run label>-<id> (survey.pg_prefix)
 recognisable on a cluster gangstorm did not start, and its job carries the run label in its
 metadata. At stop (or EOF on stdin: the parent died) it removes every group it created; groups of
 a driver that dies anyway are removed by the GCS with its job (none is detached).
+
+Roles (several Locust processes on one attached cluster, RealRay's ctx.role): a "submit" driver
+creates, holds and removes its process's groups as always but sends no control-plane samples; the
+"observe" driver creates none of the workload's groups: every POLL_S it reads the GCS's placement
+group table once and reports each change of the run's groups (gs-<label>-<id>, whichever driver
+owns them) as a "seen" message.
 
 Commands (parent -> worker):
   {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D}
@@ -33,7 +39,10 @@ Messages (worker -> parent):
   {"ev":"finished","id":J,"t":T}
   {"ev":"lost","id":J,"t":T,"nodes":[...],"state":S}    (after node_dead)
   {"ev":"failed","id":J,"t":T,"reason":R}
-  {"ev":"cp","t":T,...}                    control-plane sample, about once a second
+  {"ev":"cp","t":T,...}                    control-plane sample, about once a second (not in the submit role)
+  {"ev":"seen","id":J,"t":T,"pg":PG_ID,"state":S,"nodes":[node_id per bundle],"sched_ms":..,"e2e_ms":..,
+   "attempts":..}                          observe role: the run's group J as the GCS lists it now (S: PENDING,
+                                           CREATED, RESCHEDULING, REMOVED, or GONE when no longer listed)
   {"ev":"error","error":E} / {"ev":"stopped","removed_at_stop":N}
 Timestamps are time.monotonic() (CLOCK_MONOTONIC, shared by every process on the machine), taken
 in this process when Ray reports; the target turns them into run seconds with its RunClock.
@@ -51,6 +60,7 @@ from typing import Any
 
 from fakes.ray.fleet import HEAD_NAME
 from fakes.ray.members import Members
+from fakes.ray.real.shared import POLL_S
 from fakes.ray.survey import JOB_MARK, pg_prefix
 
 CP_EVERY_S = 1.0
@@ -59,7 +69,7 @@ WATCH_EVERY_S = 0.2
 
 
 class Worker:
-    def __init__(self, address: str, out, label: str = "gangstorm"):
+    def __init__(self, address: str, out, label: str = "gangstorm", role: str = "all"):
         import ray
         from ray.job_config import JobConfig
         from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
@@ -68,6 +78,8 @@ class Worker:
         ray.init(address=address, log_to_driver=False, logging_level="WARNING", configure_logging=True,
                  include_dashboard=False, job_config=JobConfig(metadata={JOB_MARK: label}))
         self.prefix = pg_prefix(label)
+        self.role = role
+        self.seen: dict[int, tuple[str, str]] = {}      # observe role: id -> (group id, state) last reported
         self.fleet_ids: set[str] | None = None          # None: every node but the head
         self.out = out
         self.out_lock = threading.Lock()
@@ -238,12 +250,45 @@ class Worker:
                   gpus_alive=sum(int(n.get("Resources", {}).get("GPU", 0)) for n in alive),
                   gcs_groups=states, groups_created=self.created, groups_removed=self.removed)
 
+    def poll_groups(self) -> None:
+        """Observe role: the run's groups as the GCS lists them, one message per change. A name the
+        owner created again (its old group REMOVED, a new one under the same name) is the new one."""
+        try:
+            table = self._table()
+        except Exception as e:  # noqa: BLE001
+            self.send(ev="error", error=f"poll: {e!r}"[:300])
+            return
+        t = time.monotonic()
+        rows: dict[int, dict[str, Any]] = {}
+        for row in table.values():
+            name = row.get("name") or ""
+            tail = name[len(self.prefix):] if name.startswith(self.prefix) else ""
+            if tail.isdigit() and (int(tail) not in rows or rows[int(tail)]["state"] == "REMOVED"):
+                rows[int(tail)] = row
+        for gid, row in rows.items():
+            key = (row["placement_group_id"], row["state"])
+            if self.seen.get(gid) == key:
+                continue
+            self.seen[gid] = key
+            by_bundle = row.get("bundles_to_node_id") or {}
+            st = row.get("stats") or {}
+            self.send(ev="seen", id=gid, t=t, pg=key[0], state=key[1],
+                      nodes=[by_bundle[i] for i in sorted(by_bundle)] if key[1] == "CREATED" else [],
+                      sched_ms=st.get("scheduling_latency_ms"), e2e_ms=st.get("end_to_end_creation_latency_ms"),
+                      attempts=st.get("scheduling_attempt"))
+        for gid, (pg, state) in list(self.seen.items()):
+            if gid not in rows and state != "GONE":
+                self.seen[gid] = (pg, "GONE")
+                self.send(ev="seen", id=gid, t=t, pg=pg, state="GONE", nodes=[])
+
     # -- loop -------------------------------------------------------------------------------
     def run(self) -> None:
-        next_cp = next_watch = 0.0
+        next_cp = 0.0 if self.role != "submit" else float("inf")
+        next_poll = 0.0 if self.role == "observe" else float("inf")
+        next_watch = 0.0
         while True:
             mono = time.monotonic()
-            wake = min(next_cp, next_watch if self.watch else float("inf"),
+            wake = min(next_cp, next_poll, next_watch if self.watch else float("inf"),
                        self.timers[0][0] if self.timers else float("inf"))
             try:
                 item = self.q.get(timeout=max(0.0, min(wake - mono, 0.5)))
@@ -262,6 +307,9 @@ class Worker:
             if self.watch and mono >= next_watch:
                 self.poll_watched()
                 next_watch = mono + WATCH_EVERY_S
+            if mono >= next_poll:
+                self.poll_groups()
+                next_poll = time.monotonic() + POLL_S
             if mono >= next_cp:
                 self.control_plane()
                 next_cp = mono + CP_EVERY_S
@@ -314,18 +362,21 @@ def _reader(q: queue.Queue) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    label = "gangstorm"
-    if len(argv) == 3 and argv[1] == "--label":
-        argv, label = argv[:1], argv[2]
-    if len(argv) != 1:
-        print("usage: python -m fakes.ray.driver GCS_ADDRESS [--label RUN_LABEL]", file=sys.stderr)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = {"--label": "gangstorm", "--role": "all"}
+    while len(argv) >= 3 and argv[-2] in flags:
+        flags[argv[-2]] = argv[-1]
+        del argv[-2:]
+    if len(argv) != 1 or flags["--role"] not in ("all", "submit", "observe"):
+        print("usage: python -m fakes.ray.driver GCS_ADDRESS [--label RUN_LABEL] [--role all|submit|observe]",
+              file=sys.stderr)
         return 2
+    label = flags["--label"]
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)       # whatever Ray prints goes to the log, not into the protocol
     w = None
     try:
-        w = Worker(argv[0], out, label)
+        w = Worker(argv[0], out, label, flags["--role"])
         threading.Thread(target=_reader, args=(w.q,), daemon=True).start()
         out.write(json.dumps({"ev": "hello", "pid": os.getpid()}) + "\n")
         out.flush()

@@ -24,7 +24,12 @@ Attached (ctx.existing.ray_address, fakes/ray/attach.py): no fleet is launched; 
 to that GCS, scenario node i is the i-th alive GPU node by name, every group is named
 gs-<run label>-<id>, stop() removes them all and never stops the cluster, and preflight() (a
 read-only survey subprocess) refuses foreign workloads unless allowed. node_fail/node_recover
-raise ChaosUnsupported there (gangstorm does not own the raylets)."""
+raise ChaosUnsupported there (gangstorm does not own the raylets).
+
+Several Locust processes on one attached cluster (ctx.role, fakes/ray/real/shared.py): "submit"
+processes' drivers own their groups and poll nothing; the one "observe" process's driver polls the
+GCS's placement group table for the whole run, and its target runs the chaos plan (evict is
+refused there: the groups belong to the submitters' drivers) and counts what is left at stop."""
 from __future__ import annotations
 
 import itertools
@@ -41,6 +46,7 @@ from fakes.ray.real.chaos import RayChaos
 from fakes.ray.real.cluster import RayCluster
 from fakes.ray.real.common import COUNTERS
 from fakes.ray.real.groups import RayGroups
+from fakes.ray.real.shared import RayShared
 from fakes.ray.real.usage import RayUsage
 from fakes.ray.traits import RayTraits
 from fakes.real.base import RealTarget
@@ -49,7 +55,7 @@ from loadgen.model.job import Job
 from loadgen.model.target import TargetContext, run_label
 
 
-class RealRay(RayTraits, RayCluster, RayGroups, RayChaos, RayUsage, RealTarget):
+class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RayUsage, RealTarget):
     name = "ray"
 
     def __init__(self, ctx: TargetContext):
@@ -94,3 +100,11 @@ class RealRay(RayTraits, RayCluster, RayGroups, RayChaos, RayUsage, RealTarget):
             raise UserError("schedulers.ray.nodes: fakelet cannot start members (no worker runs on a fake raylet); "
                             "drop startup.image or use nodes: raylet")
         self.member_pids: dict[int, list[int]] = {}    # job id -> pid of each member's actor worker, once READY
+        self.role = ctx.role
+        self.expected: dict[int, Job] = {}             # observe role: the jobs other processes submit
+        self.group_of: dict[int, str] = {}             # observe role: job id -> its group's id, as last seen
+        self.admitted_at: dict[int, float] = {}        # observe role: job id -> ADMITTED of the current group
+        self.removed_unfinished = 0                    # observe role: groups removed before their hold ended
+        if self.role != "all" and self.readiness.active:
+            raise UserError("ray: several Locust processes on one cluster cannot start members (startup.image): "
+                            "the member actors would need the group's owner; run one process")

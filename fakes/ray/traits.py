@@ -6,6 +6,7 @@ from typing import Any
 
 
 class RayTraits:
+    shares_one_watch = True     # several Locust processes on one attached cluster: one GCS table poller
     @classmethod
     def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
         return {"topology_aware": False, "multi_node_strategy": cfg.get("multi_node_strategy"),

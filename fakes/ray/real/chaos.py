@@ -11,6 +11,10 @@ from fakes.ray import attach
 from fakes.ray.fleet import node_resource
 from loadgen.model.target import ChaosAction, ChaosUnsupported
 
+EVICT_SHARED_UNSUPPORTED = (
+    "ray with several Locust processes on one cluster: the groups belong to the submitting processes' "
+    "drivers, and removing one from the observer would not create it again (evict is a gang restart)")
+
 
 class RayChaos:
     """Part of RealRay (fakes/ray/target.py); reads and sets its attributes."""
@@ -62,6 +66,8 @@ class RayChaos:
                            bundles=[{**bundle, node_resource(node): 0.001}])
 
     def _chaos_evict(self, action: ChaosAction, now: float) -> None:
+        if self.role == "observe":
+            raise ChaosUnsupported(EVICT_SHARED_UNSUPPORTED)
         # Ray cannot take one bundle away from a group: eviction removes the whole group and
         # creates it again (a gang restart), the way an operator would preempt it.
         rng = np.random.default_rng([self.ctx.seed, len(self.jobs), self.counters["evicted"]])

@@ -38,6 +38,8 @@ class RayCluster:
             raise ClusterRefused(f"--ray-address {self.existing.ray_address}: {e}") from None
 
     def start(self) -> None:
+        if self.role != "all" and not self.existing:
+            raise ValueError(f"ray: the {self.role} role needs an existing cluster (--ray-address)")
         if self.existing:
             self._attach()
             return
@@ -56,7 +58,12 @@ class RayCluster:
             raise
 
     def _attach(self) -> None:
-        """Drive an existing cluster: checks as preflight, then only the driver process."""
+        """Drive an existing cluster: checks as preflight, then only the driver process. A submitter
+        only needs the address: the observer surveyed, maps the nodes and counts what is left."""
+        self.address = self.existing.ray_address
+        if self.role == "submit":
+            self._start_driver(self.run_dir, {})
+            return
         found = self._survey()
         nodes = attach.fleet_nodes(found, self.existing, self.ctx.fleet)
         attach.members_check(nodes, self.existing, self.readiness.active)
@@ -76,7 +83,8 @@ class RayCluster:
 
     def _start_driver(self, logdir: Path | None, env: dict[str, str]) -> None:
         log = logdir / "ray-worker.log" if logdir else None
-        self.proc = spawn([sys.executable, "-m", "fakes.ray.driver", self.address, "--label", self.label],
+        self.proc = spawn([sys.executable, "-m", "fakes.ray.driver", self.address, "--label", self.label,
+                           "--role", self.role],
                           env={**os.environ, **RAY_ENV, **env}, cwd=REPO, pipes=True, stderr_log=log)
         self.driver = JsonPipe(self.proc, "ray driver process", log)
         hello = self.driver.read(120)

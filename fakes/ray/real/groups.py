@@ -7,6 +7,9 @@ from typing import Any
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 
+# What a submitting process says itself: its group could not be created, and the driver's troubles.
+SUBMITTER_EVENTS = ("failed", "error", "eof")
+
 
 class RayGroups:
     """Part of RealRay (fakes/ray/target.py); reads and sets its attributes."""
@@ -43,8 +46,16 @@ class RayGroups:
         for m in self.driver.drain() if self.driver else ():
             if (m.get("id") or 0) < 0:
                 self._prefill_report(m)
+            elif self.role == "submit" and m.get("ev") not in SUBMITTER_EVENTS:
+                self._forget_submitted(m)
             elif handler := getattr(self, f"_on_{m.get('ev')}", None):
                 handler(m)
+
+    def _forget_submitted(self, m: dict[str, Any]) -> None:
+        """Submit role: the observing process reports the gang; this one only lets go of it."""
+        if m.get("ev") == "finished":
+            for held in (self.pending, self.jobs):
+                held.pop(m["id"], None)
 
     def _on_ready(self, m: dict[str, Any]) -> None:
         gid, t = m["id"], self.clock.at(m["t"])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from fakes.ray.real.common import _pct, _ray_version
+from fakes.ray.real.shared import POLL_S
 from fakes.ray.survey import pg_prefix
 from loadgen.model.job import Job
 
@@ -42,6 +43,8 @@ class RayUsage:
 
     def control_plane(self) -> dict[str, Any]:
         self._observe(self.clock.now())
+        if self.role == "submit":       # the cluster's figures come from the observing process, once
+            return {}
         rt = np.array(self.ready_t)
         span = float(rt.max() - rt.min()) if len(rt) > 1 else 0.0
         return {
@@ -61,6 +64,8 @@ class RayUsage:
             "fleet_boot_s": round(self.fleet.boot_s, 2) if self.fleet.boot_s else None,
             "attached": self.address if self.existing else None,
             "placement_group_prefix": pg_prefix(self.label),
+            **({"role": "observe", "gcs_poll_s": POLL_S,
+                "removed_unfinished": self.removed_unfinished} if self.role == "observe" else {}),
             "errors": self.errors[-10:],
             **self.readiness.figures(),
             # the GCS's own scheduling latency of every created group, summed: its busy time
