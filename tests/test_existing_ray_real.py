@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -152,10 +153,12 @@ def test_two_locust_workers_share_one_existing_ray_polled_once_with_exact_merged
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     out = tmp_path / "two-workers"
+    t0 = time.monotonic()
     r = run(gangstorm() + ["locust", str(write_scenario(tmp_path)), "--schedulers", "ray", "--ray-address",
                            cluster["address"], "--nodes", str(NODES), "--allow-foreign-workloads",
                            "--processes", "2", "--master-port", str(port), "--headless", "--time-scale", "60",
                            "--out", str(out)], cluster["env"], 400)
+    print(f"two-worker locust run: {time.monotonic() - t0:.1f} s wall")
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     ray = s["schedulers"]["ray"]

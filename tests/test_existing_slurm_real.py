@@ -262,7 +262,7 @@ def test_two_locust_workers_share_one_existing_slurm_polled_once_with_exact_merg
     t0 = time.monotonic()
     r = cluster.gangstorm("locust", str(cluster.scenario), "--slurm-conf", str(cluster.conf), "--partition", "gpu",
                           "--schedulers", "slurm", "--nodes", "4", "--allow-foreign-workloads", "--processes", "2",
-                          "--master-port", str(free_port()), "--headless", "--time-scale", "10", "--out", str(out),
+                          "--master-port", str(free_port()), "--headless", "--time-scale", "20", "--out", str(out),
                           timeout=300)
     print(f"two-worker locust run: {time.monotonic() - t0:.1f} s wall")
     assert r.returncode == 0, r.stderr[-3000:]
