@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_volcano_real import Driver, gang
 
 from loadgen.model.events import Kind
 from loadgen.model.fleet import Fleet
 from loadgen.model.target import ChaosAction, TargetContext
+from support.walldriver import Driver, gang
 
 NODES, LEAF = 4, 2
 KUEUE_PROCS = ("kueue-manager", "kwok-controller")

@@ -113,6 +113,24 @@ def queue_objects(label: dict[str, str], ns: str, queues: dict[str, int], config
     return out
 
 
+ATTEMPT = "kueue_admission_attempt_duration_seconds"
+
+
+def manager_figures(text: str) -> dict[str, Any]:
+    """kueue-manager's /metrics condensed: its scheduling cycles (admission attempts) by result,
+    their mean length, and Workloads admitted and evicted."""
+    from fakes.kube.metrics import parse, total
+    m = parse(text, ("kueue_admission_attempt", "kueue_admitted_workloads_total", "kueue_evicted_workloads_total"))
+    count, seconds = total(m.get(f"{ATTEMPT}_count", [])), total(m.get(f"{ATTEMPT}_sum", []))
+    by_result = {}
+    for labels, v in m.get(f"{ATTEMPT}_count", []):
+        by_result[labels.get("result", "")] = by_result.get(labels.get("result", ""), 0) + int(v)
+    return {"admission_attempts": int(count), "admission_attempts_by_result": by_result,
+            "admission_attempt_ms_mean": round(seconds / count * 1000.0, 4) if count else None,
+            "admitted_workloads": int(total(m.get("kueue_admitted_workloads_total", []))),
+            "evicted_workloads": int(total(m.get("kueue_evicted_workloads_total", [])))}
+
+
 class KueueControlPlane:
     """kueue-manager against a running KWOK cluster's apiserver."""
 

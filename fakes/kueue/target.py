@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
-from fakes.kube.metrics import quantiles
+from fakes.kube.metrics import fetch, quantiles
 from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
 from fakes.kube.target import scheduler_config
@@ -42,13 +42,13 @@ from fakes.kueue.controlplane import (
     LEAF,
     VERSION,
     KueueControlPlane,
+    manager_figures,
     queue_objects,
     require_binaries,
 )
-from fakes.kueue.pods import MANAGED, PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, as_group_member
-from fakes.kueue.traits import KueueTraits
+from fakes.kueue.pods import MANAGED, PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, as_group_member, group_name
+from fakes.kueue.traits import KueueTraits, nominal_gpus, queue_name
 from fakes.kueue.workloads import AdmissionBook, KueueWatch
-from fakes.volcano.target import dns_name
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
@@ -56,6 +56,12 @@ from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
 KINDS = ("localqueues", "clusterqueues", "resourceflavors", "topologies")       # deletion order
 NAMESPACED = {"localqueues", "workloads"}
 REQUIRED_CRDS = tuple(f"{k}.{GROUP}" for k in (*KINDS, "workloads"))
+
+
+def kube_scheduler_config(cfg: dict[str, Any]) -> dict:
+    """kube-scheduler's configuration: the kube backend's, with the scenario's scoring and its
+    own client defaults (api_qps and api_burst here are kueue-manager's)."""
+    return scheduler_config({k: cfg[k] for k in ("scoring", "gpu_weight") if k in cfg})
 
 
 class RealKueue(KueueTraits, RealKubeFamily):
@@ -70,6 +76,10 @@ class RealKueue(KueueTraits, RealKubeFamily):
         self.book = AdmissionBook()
         self.kueue_watches: list[KueueWatch] = []
         self.replaced: dict[int, int] = {}          # job id -> members recreated
+        # the stages of one admission, on the run clock (kueue_figures()["stages_s"])
+        self.created_t: dict[int, float] = {}       # job id -> its last pod's create returned
+        self.placed_t: dict[int, list[float]] = {}  # job id -> when each member was seen bound
+        self.finished_t: dict[int, float] = {}
         self.figures["kueue_version"] = KUEUE_VERSION
         self.figures["binds_with"] = "kube-scheduler (after Kueue admitted the group and TAS chose its nodes)"
 
@@ -79,7 +89,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
         super().start()
 
     def scheduler_profile(self) -> dict:
-        return scheduler_config(self.cfg)
+        return kube_scheduler_config(self.cfg)
 
     @property
     def prefix(self) -> str:
@@ -127,19 +137,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
 
     # --- queues ---------------------------------------------------------------------------------------
     def queue_name(self, job: Job) -> str:
-        return dns_name(job.queue or job.tenant)
-
-    def nominal_gpus(self, job: Job) -> int:
-        """The job's queue's nominal GPU quota: queues.nominal_gpus[tenant or queue], else
-        default_nominal_share of the fleet's GPUs (at least 1). What a queue leaves idle, the other
-        queues of the cohort may borrow."""
-        q = self.cfg.get("queues") or {}
-        given = q.get("nominal_gpus") or {}
-        for key in (job.tenant, job.queue):
-            if key in given:
-                return int(given[key])
-        share = float(q.get("default_nominal_share", 0.25))
-        return max(1, int(self.fleet.nodes * self.fleet.gpus_per_node * share))
+        return queue_name(job)
 
     def _create_all(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
         for plural, body in objects:
@@ -181,7 +179,8 @@ class RealKueue(KueueTraits, RealKubeFamily):
             self.shared = self.pool.submit(self._create_all, queue_objects(self._label(), self.ns, {}, self.cfg,
                                                                            self.prefix))
         if lq not in self.queues:
-            self.queues[lq] = self.pool.submit(self._create_queue, lq, self.nominal_gpus(job))
+            self.queues[lq] = self.pool.submit(self._create_queue, lq,
+                                               nominal_gpus(job, self.cfg, self.fleet.nodes * self.fleet.gpus_per_node))
         self.gangs[job.id] = Gang(job)
         bodies = [self.pod_body(job, m, f"j{job.id}-m{m}", lq) for m in range(job.members)]
         self.pool.submit(self._create_group, job.id, bodies, self.queues[lq])
@@ -194,6 +193,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
             for body in bodies:
                 self._retry(partial(self.api.create_namespaced_pod, self.ns, body, _preload_content=False,
                                     _request_timeout=TIMEOUT))
+            self.created_t[job_id] = self.clock.now()
         except Exception as e:
             if not self._stop.is_set():
                 self._post(self._refused, self.clock.now(), job_id, self._note_refusal(e))
@@ -206,6 +206,15 @@ class RealKueue(KueueTraits, RealKubeFamily):
 
     def completes_by_kwok(self) -> bool:
         return True
+
+    def _placed(self, t: float, pod: PodView) -> None:
+        if pod.job is not None:
+            self.placed_t.setdefault(pod.job, []).append(t)
+
+    def _end(self, gang: Gang, t: float, kind: Kind, reason: str = "") -> None:
+        if kind == Kind.FINISHED:
+            self.finished_t[gang.job.id] = t
+        super()._end(gang, t, kind, reason)
 
     def _delete(self, gang: Gang) -> None:
         """The group's pods; Kueue marks the Workload finished and removes its finalizers, KWOK
@@ -252,7 +261,29 @@ class RealKueue(KueueTraits, RealKubeFamily):
                          "nominal_gpus": self.book.nominal.get(name),
                          "borrowed_gpus_max": self.book.borrowed_max.get(name, 0.0)}
         return {"queues": out, "workloads_seen": len(self.book.workloads),
-                "pending_without_quota": sum(1 for w in list(self.book.workloads.values()) if w.quota_reserved is None)}
+                "pending_without_quota": sum(1 for w in list(self.book.workloads.values()) if w.quota_reserved is None),
+                "stages_s": self.stages()}
+
+    def stages(self) -> dict[str, dict[str, float]]:
+        """Each gang's first admission cut into the simulated Kueue's stages (fakes/kueue/sim.py),
+        between instants this client saw: last pod created -> Workload seen (workload_create),
+        seen -> Admitted (admission), Admitted -> first member bound (ungate), then the gap
+        between members bound (pod_bind)."""
+        create, admit, ungate, per_pod = [], [], [], []
+        for job_id, created in list(self.created_t.items()):
+            wl = self.book.workloads.get(group_name(job_id))
+            placed = sorted(self.placed_t.get(job_id, ()))
+            if wl is None or not wl.admissions:
+                continue
+            create.append(wl.first_seen - created)
+            admit.append(wl.admissions[0])
+            if placed and wl.first_admitted is not None:
+                ungate.append(placed[0] - wl.first_admitted)
+                if len(placed) > 1:
+                    per_pod.append((placed[-1] - placed[0]) / (len(placed) - 1))
+        return {k: quantiles(np.array(v)) | ({"mean": round(float(np.mean(v)), 4)} if v else {})
+                for k, v in (("workload_create", create), ("admission", admit), ("ungate", ungate),
+                             ("pod_bind", per_pod))}
 
     def _scheduler_figures(self) -> dict[str, Any]:
         from fakes.kube import metrics as kube_metrics
@@ -261,6 +292,8 @@ class RealKueue(KueueTraits, RealKubeFamily):
         if url:
             out["scheduler"] = kube_metrics.fetch(url, kube_metrics.scheduler_figures)
         out["kueue"] = self.kueue_figures()
+        if self.kueue is not None:
+            out["kueue"]["manager"] = fetch(self.kueue.metrics_url, manager_figures)
         return out
 
     def metrics_endpoints(self) -> list[dict[str, Any]]:

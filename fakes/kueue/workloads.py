@@ -28,6 +28,8 @@ class WorkloadTimes:
     admitted: float | None = None
     evictions: int = 0
     admissions: list[float] = field(default_factory=list)   # seen -> Admitted, per admission
+    first_seen: float = 0.0
+    first_admitted: float | None = None
 
 
 def quantity(text: str | int | float | None) -> float:
@@ -106,7 +108,9 @@ class AdmissionBook:
         if typ == "DELETED":
             return
         name = obj["metadata"]["name"]
-        wl = self.workloads.setdefault(name, WorkloadTimes(seen=t))
+        wl = self.workloads.get(name)
+        if wl is None:
+            wl = self.workloads[name] = WorkloadTimes(seen=t, first_seen=t)
         status = obj.get("status") or {}
         reserved, admitted = condition(obj, "QuotaReserved"), condition(obj, "Admitted")
         if reserved and wl.quota_reserved is None:
@@ -115,6 +119,8 @@ class AdmissionBook:
         if admitted and wl.admitted is None:
             wl.admitted = t
             wl.admissions.append(t - wl.seen)
+            if wl.first_admitted is None:
+                wl.first_admitted = t
         if not reserved and wl.quota_reserved is not None:       # evicted: waits for quota again
             wl.evictions += 1
             wl.quota_reserved = wl.admitted = None
