@@ -9,9 +9,9 @@ cohort without quota of its own, one flavor, no lendingLimit, optional borrowing
   potentialAvailable(q) = sum(nominal), capped by nominal + borrowingLimit.
 - Flavor assignment (pkg/scheduler/flavorassigner/flavorassigner.go fitsResourceQuota): a request
   above potentialAvailable never fits (ExceedsMaxQuota); within available it fits, borrowing when
-  usage + request exceeds nominal; otherwise, if usage + request is within nominal, preemption may
-  make room (reclaimWithinCohort, withinClusterQueue); a request that would need to borrow does not
-  preempt (borrowWithinCohort unset, fair sharing off) and waits.
+  usage + request exceeds nominal; otherwise, if the request alone is within nominal, preemption
+  may make room (reclaimWithinCohort, withinClusterQueue), else it waits (borrowWithinCohort
+  unset, fair sharing off).
 - Preemption (pkg/scheduler/preemption/preemption.go classicalPreemptions, classical/
   candidate_generator.go, common/ordering.go CandidatesOrdering): the preemptor's queue's
   policies decide: the admitted workloads of other queues of the cohort while that queue is still
@@ -70,13 +70,14 @@ class Cohort:
         return pool if q.borrowing_limit is None else min(pool, q.nominal + q.borrowing_limit)
 
     def mode(self, q: ClusterQueue, gpus: int) -> str:
-        """FIT, PREEMPT (preemption might make room) or NO_FIT for a request of `gpus` in q."""
-        want = q.usage + gpus
-        if want > self.potential(q):
+        """FIT, PREEMPT (preemption might make room) or NO_FIT for a request of `gpus` in q. The
+        request is compared alone with the maximum capacity and the nominal quota, and with what
+        is still available given every queue's usage."""
+        if gpus > self.potential(q):
             return NO_FIT
         if gpus <= self.available(q):
             return FIT
-        return PREEMPT if want <= q.nominal else NO_FIT
+        return PREEMPT if gpus <= q.nominal else NO_FIT
 
     def admit(self, q: ClusterQueue, a: Admitted) -> None:
         q.admitted[a.wid] = a
@@ -89,7 +90,7 @@ class Cohort:
             q.usage -= a.gpus
         return a
 
-    def _candidates(self, q: ClusterQueue, priority: int, since: float) -> list[Admitted]:
+    def _candidates(self, q: ClusterQueue, priority: int, since: float) -> tuple[list[Admitted], list[Admitted]]:
         """The preemptor's queue's policies decide (classical/hierarchical_preemption.go): its
         withinClusterQueue for its own workloads, its reclaimWithinCohort for the others'."""
         own, others = [], []
@@ -102,29 +103,45 @@ class Cohort:
             others = [a for o in self.queues.values() if o is not q for a in o.admitted.values()
                       if q.reclaim_within_cohort == "Any" or a.priority < priority]
         order = lambda a: (a.priority, -a.since, a.wid)     # noqa: E731 (CandidatesOrdering, none evicted)
-        return sorted(others, key=order) + sorted(own, key=order)
+        return sorted(own, key=order), sorted(others, key=order)
 
     def preemption_targets(self, q: ClusterQueue, gpus: int, priority: int, since: float) -> list[Admitted]:
-        """The workloads Kueue evicts so that `gpus` fit in q within its nominal quota; [] if none do.
-        `since`: the preemptor's queue-order time (for LowerOrNewerEqualPriority)."""
+        """The workloads Kueue evicts so that `gpus` fit in q; [] if none do. `since`: the
+        preemptor's queue-order time (for LowerOrNewerEqualPriority). With borrowWithinCohort
+        unset, reclaiming from other queues must leave q within its nominal quota; so while q is
+        under nominal and other queues have candidates, that attempt comes first, then one with
+        q's own candidates only in which q may borrow (preemption.go classicalPreemptions)."""
+        own, others = self._candidates(q, priority, since)
+        attempts = [(others + own, False)] if others and q.usage < q.nominal else []
+        attempts.append((own, True))
+        for candidates, may_borrow in attempts:
+            targets = self._attempt(q, gpus, candidates, may_borrow)
+            if targets:
+                return targets
+        return []
+
+    def _fits(self, q: ClusterQueue, gpus: int, may_borrow: bool) -> bool:
+        return gpus <= self.available(q) and (may_borrow or q.usage + gpus <= q.nominal)
+
+    def _attempt(self, q: ClusterQueue, gpus: int, candidates: list[Admitted], may_borrow: bool) -> list[Admitted]:
         taken: list[Admitted] = []
-        for a in self._candidates(q, priority, since):
+        found = False
+        for a in candidates:
             owner = self.queues[a.queue]
             if owner is not q and owner.usage <= owner.nominal:
                 continue                    # that queue no longer borrows: nothing to reclaim from it
             self.remove(a.wid, a.queue)
             taken.append(a)
-            if gpus <= self.available(q) and q.usage + gpus <= q.nominal:
+            if self._fits(q, gpus, may_borrow):
+                found = True
                 for i in range(len(taken) - 2, -1, -1):         # fillBackWorkloads
                     back = taken[i]
                     self.admit(self.queues[back.queue], back)
-                    if gpus <= self.available(q):
+                    if self._fits(q, gpus, may_borrow):
                         taken.pop(i)
                     else:
                         self.remove(back.wid, back.queue)
-                for a2 in taken:                                 # the caller evicts them
-                    self.admit(self.queues[a2.queue], a2)
-                return taken
-        for a in taken:
+                break
+        for a in taken:                     # the snapshot is restored; the caller evicts them
             self.admit(self.queues[a.queue], a)
-        return []
+        return taken if found else []
