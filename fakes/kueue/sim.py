@@ -255,5 +255,6 @@ class SimKueue(KueueTraits, KubeFamily):
         return {"queues": out, "admission_cycles": self.cycles}
 
     def control_plane(self) -> dict:
-        return {**super().control_plane(), "kueue": self.kueue_figures(),
+        figures = self.kueue_figures()
+        return {**super().control_plane(), "queues": figures.pop("queues"), "kueue": figures,
                 "busy_s": {**self.cp.busy_s(), "kueue-admission-cycle": round(self.cycles * self.cycle_s, 6)}}

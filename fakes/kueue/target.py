@@ -292,6 +292,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
         if url:
             out["scheduler"] = kube_metrics.fetch(url, kube_metrics.scheduler_figures)
         out["kueue"] = self.kueue_figures()
+        out["queues"] = out["kueue"].pop("queues")         # per ClusterQueue: admission and borrowing
         if self.kueue is not None:
             out["kueue"]["manager"] = fetch(self.kueue.metrics_url, manager_figures)
         return out
