@@ -10,6 +10,7 @@ objects (ResourceFlavor, Topology, Cohort-sharing ClusterQueues, LocalQueues) ar
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.request
@@ -131,6 +132,24 @@ def manager_figures(text: str) -> dict[str, Any]:
             "evicted_workloads": int(total(m.get("kueue_evicted_workloads_total", [])))}
 
 
+def _wait_discovery(api_client, timeout_s: float = 60.0) -> None:
+    """Until the apiserver's discovery lists every Kueue kind the manager maps at start."""
+    from fakes.kube.cluster import get_text
+    want = {f.split("_", 1)[1].removesuffix(".yaml") for f in CRD_FILES}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            served = {r["name"] for r in json.loads(get_text(api_client, f"/apis/{GROUP}/{VERSION}"))["resources"]}
+            if want <= served:
+                return
+        except Exception:
+            served = set()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the apiserver does not serve {GROUP}/{VERSION} {sorted(want - served)} "
+                               f"after {timeout_s}s")
+        time.sleep(0.2)
+
+
 class KueueControlPlane:
     """kueue-manager against a running KWOK cluster's apiserver."""
 
@@ -145,15 +164,25 @@ class KueueControlPlane:
         binary = require_binaries()
         self.dir.mkdir(parents=True, exist_ok=True)
         install_crds(api_client, crd_files=[crd_dir() / f for f in CRD_FILES])
+        _wait_discovery(api_client)
         conf = self.dir / "config.yaml"
         conf.write_text(yaml.safe_dump(configuration(self.config), sort_keys=False))
         port, probe = free_port(), free_port()
         self.metrics_url = f"http://{LOOPBACK}:{port}/metrics"
         argv = [str(binary), f"--config={conf}", f"--metrics-bind-address={LOOPBACK}:{port}",
                 f"--health-probe-bind-address={LOOPBACK}:{probe}", "--zap-log-level=info"]
-        self.proc = self.cluster.add_component("kueue-manager", argv, env={"KUBECONFIG": str(self.cluster.kubeconfig)},
-                                               log=self.dir / "kueue-manager.log")
-        self._wait_metrics()
+        for attempt in range(2):
+            log = self.dir / ("kueue-manager.log" if attempt == 0 else f"kueue-manager.{attempt}.log")
+            self.proc = self.cluster.add_component("kueue-manager", argv, log=log,
+                                                   env={"KUBECONFIG": str(self.cluster.kubeconfig)})
+            try:
+                self._wait_metrics()
+                return
+            except RuntimeError as err:
+                # the apiserver established the CRDs but its discovery, which the manager's REST
+                # mapper reads once at start, did not list them yet: start it once more
+                if attempt or "no matches for kind" not in str(err):
+                    raise
 
     def _wait_metrics(self, timeout_s: float = 90.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -53,6 +53,7 @@ from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
 
+FINISH_WAIT_S = 60.0    # a finished gang's pods go when Kueue marked its Workload Finished, or after this
 KINDS = ("localqueues", "clusterqueues", "resourceflavors", "topologies")       # deletion order
 NAMESPACED = {"localqueues", "workloads"}
 REQUIRED_CRDS = tuple(f"{k}.{GROUP}" for k in (*KINDS, "workloads"))
@@ -80,6 +81,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
         self.created_t: dict[int, float] = {}       # job id -> its last pod's create returned
         self.placed_t: dict[int, list[float]] = {}  # job id -> when each member was seen bound
         self.finished_t: dict[int, float] = {}
+        self.deferred: dict[int, float] = {}        # finished job id -> when its pods may go at the latest
         self.figures["kueue_version"] = KUEUE_VERSION
         self.figures["binds_with"] = "kube-scheduler (after Kueue admitted the group and TAS chose its nodes)"
 
@@ -217,9 +219,17 @@ class RealKueue(KueueTraits, RealKubeFamily):
         super()._end(gang, t, kind, reason)
 
     def _delete(self, gang: Gang) -> None:
-        """The group's pods; Kueue marks the Workload finished and removes its finalizers, KWOK
-        removes what is left of a deleted pod's (stage pod-delete)."""
-        self._call(partial(self.api.delete_collection_namespaced_pod, self.ns, label_selector=f"{L_JOB}={gang.job.id}",
+        """The group's pods, once Kueue has marked its Workload Finished: Kueue's finalizer is
+        there so that it sees every pod's end, but KWOK's pod-delete stage strips finalizers, and a
+        group whose pods vanish before Kueue saw them succeed is a Workload waiting for
+        replacement pods that keeps its quota. Failed or refused jobs go at once."""
+        if gang.job.id in self.finished_t:
+            self.deferred[gang.job.id] = self.clock.now() + FINISH_WAIT_S
+            return
+        self._delete_pods(gang.job.id)
+
+    def _delete_pods(self, job_id: int) -> None:
+        self._call(partial(self.api.delete_collection_namespaced_pod, self.ns, label_selector=f"{L_JOB}={job_id}",
                            grace_period_seconds=0, _preload_content=False, _request_timeout=TIMEOUT),
                    failed="delete_errors")
 
@@ -241,6 +251,12 @@ class RealKueue(KueueTraits, RealKubeFamily):
             if w.error is not None:
                 raise RuntimeError(f"{w.name} watch failed: {w.error!r}")
         super()._observe(now)
+        for job_id, latest in list(self.deferred.items()):
+            if group_name(job_id) in self.book.finished or self.clock.now() >= latest:
+                if group_name(job_id) not in self.book.finished:
+                    self._count("deleted_before_workload_finished")
+                del self.deferred[job_id]
+                self._delete_pods(job_id)
 
     def kueue_figures(self) -> dict[str, Any]:
         """Kueue's admission per ClusterQueue: Workloads admitted, seen -> QuotaReserved and

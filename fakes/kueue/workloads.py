@@ -102,12 +102,16 @@ class AdmissionBook:
     def __init__(self) -> None:
         self.workloads: dict[str, WorkloadTimes] = {}
         self.borrowed_max: dict[str, float] = {}       # ClusterQueue -> most GPUs borrowed at once
+        self.reserved: dict[str, float] = {}           # ClusterQueue -> GPUs reserved now
         self.nominal: dict[str, float] = {}
+        self.finished: set[str] = set()                # Workloads Kueue marked Finished (or gone)
 
     def on_workload(self, t: float, typ: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if typ == "DELETED" or condition(obj, "Finished"):
+            self.finished.add(name)
         if typ == "DELETED":
             return
-        name = obj["metadata"]["name"]
         wl = self.workloads.get(name)
         if wl is None:
             wl = self.workloads[name] = WorkloadTimes(seen=t, first_seen=t)
@@ -137,3 +141,5 @@ class AdmissionBook:
         borrowed = sum(quantity(r.get("borrowed")) for f in reserved for r in f.get("resources") or ()
                        if r.get("name") == GPU)
         self.borrowed_max[name] = max(self.borrowed_max.get(name, 0.0), borrowed)
+        self.reserved[name] = sum(quantity(r.get("total")) for f in reserved for r in f.get("resources") or ()
+                                  if r.get("name") == GPU)
