@@ -74,21 +74,21 @@ def _plugin(name: str, config: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-def crd_manifests() -> list[dict[str, Any]]:
+def crd_manifests(files: list[Path] | None = None) -> list[dict[str, Any]]:
     docs = []
-    for f in (crd_dir() / name for name in CRD_FILES):
+    for f in files or [crd_dir() / name for name in CRD_FILES]:
         docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
     return docs
 
 
-def install_crds(api_client, timeout_s: float = 60.0) -> None:
-    """Create Volcano's CRDs and wait until the apiserver serves them."""
+def install_crds(api_client, timeout_s: float = 60.0, crd_files: list[Path] | None = None) -> None:
+    """Create Volcano's CRDs (or those in crd_files) and wait until the apiserver serves them."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     ext = client.ApiextensionsV1Api(api_client)
     names = []
-    for doc in crd_manifests():
+    for doc in crd_manifests(crd_files):
         names.append(doc["metadata"]["name"])
         try:
             ext.create_custom_resource_definition(doc, _preload_content=False)
@@ -106,7 +106,7 @@ def install_crds(api_client, timeout_s: float = 60.0) -> None:
             if any(c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or []):
                 pending.discard(n)
         if pending and time.monotonic() > deadline:
-            raise TimeoutError(f"Volcano CRDs not established after {timeout_s}s: {sorted(pending)}")
+            raise TimeoutError(f"CRDs not established after {timeout_s}s: {sorted(pending)}")
         if pending:
             time.sleep(0.2)
 

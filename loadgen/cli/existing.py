@@ -20,7 +20,8 @@ from loadgen.model.errors import BackendError, UserError
 from loadgen.model.target import Existing
 
 # scheduler -> the flag that attaches it
-ATTACH_FLAG = {"kube": "--kubeconfig", "volcano": "--kubeconfig", "slurm": "--slurm-conf", "ray": "--ray-address"}
+ATTACH_FLAG = {"kube": "--kubeconfig", "volcano": "--kubeconfig", "slurm": "--slurm-conf", "ray": "--ray-address",
+               "kueue": "--kubeconfig"}
 _LABELS = re.compile(r"^[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?(,[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?)*$")
 
 
@@ -91,9 +92,9 @@ def existing_from(args) -> Existing | None:
 
 def attached_schedulers(text: str | None, existing: Existing) -> list[str] | None:
     """The schedulers an attach run drives: those named (each must have its flag), or by default
-    the ones the given flags reach (kube for a kubeconfig; volcano only when named)."""
+    the ones the given flags reach (kube for a kubeconfig; volcano and kueue only when named)."""
     have = {"kube": existing.kubeconfig, "volcano": existing.kubeconfig, "slurm": existing.slurm_conf,
-            "ray": existing.ray_address}
+            "ray": existing.ray_address, "kueue": existing.kubeconfig}
     if text is None:
         return [n for n in ("kube", "slurm", "ray") if have[n]]
     names = [s.strip() for s in text.split(",") if s.strip()]

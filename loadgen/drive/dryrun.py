@@ -10,7 +10,8 @@ from loadgen.model.target import RUN_LABEL, ChaosAction
 # what one job becomes on each backend
 OBJECTS = {"kube": "one pod per member (no gang object)", "volcano": "one Volcano Job per job, one pod per member",
            "ray": "one placement group per job, one bundle per member",
-           "slurm": "one sbatch job per job, one node per member"}
+           "slurm": "one sbatch job per job, one node per member",
+           "kueue": "one Kueue pod group (Workload) per job, one gated pod per member"}
 
 # Node chaos a backend does not run on a cluster it attached to, and why (recorded as unsupported).
 NO_NODE_CHAOS_ATTACHED = {"ray": "gangstorm does not own the raylets, and Ray's drain removes a node for good"}

@@ -48,6 +48,8 @@ K8S_SCHED = "kube-scheduler default, kubernetes pkg/scheduler/apis/config/v1/def
 K8S_QUEUE = "kube-scheduler default, kubernetes pkg/scheduler/backend/queue/scheduling_queue.go"
 K8S_APISERVER = "kube-apiserver default, kubernetes staging/src/k8s.io/apiserver/pkg/server/config.go"
 VC_SCHED = "vc-scheduler default, volcano cmd/scheduler/app/options/options.go (v1.14)"
+KUEUE_CFG = "Kueue default, kueue apis/config/v1beta2/defaults.go (v0.19.2)"
+KUEUE_CQ = "Kueue ClusterQueue default, kueue apis/kueue/v1beta2/clusterqueue_types.go (v0.19.2)"
 VC_CTRL = "vc-controller-manager default, volcano cmd/controller-manager/app/options/options.go (v1.14)"
 RAY_CONF = "Ray default, ray src/ray/common/ray_config_def.h"
 SLURM_CONF = "Slurm default, slurm.conf(5) SchedulerParameters (22.05 and current)"
@@ -107,7 +109,7 @@ SCENARIO = {
     "drain_h": Field(NUM, 2.0, lo=0, hi=24 * 30),       # keep running after the last arrival
     "warmup_h": Field(NUM, 1.0, lo=0),                 # excluded from utilization/fragmentation
     "sample_every_s": Field(NUM, 60.0, lo=0.01),
-    "schedulers_enabled": ListOf(Field(str, choices=("kube", "volcano", "ray", "slurm")),
+    "schedulers_enabled": ListOf(Field(str, choices=("kube", "volcano", "ray", "slurm", "kueue")),
                                  default=["kube", "volcano", "ray", "slurm"]),
     "fleet": {
         "nodes": Field(int, 10_000, lo=1, hi=1_000_000),
@@ -181,6 +183,35 @@ SCENARIO = {
             # models the default of 3 workers through controller_qps/burst
             "controller_workers": Field(int, None, lo=1, hi=256, nullable=True,
                                         source=VC_CTRL + " (--worker-threads 3)"),
+            "client_threads": Field(int, 8, lo=1, hi=256),
+            "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
+        },
+        # Kueue admitting gangs in front of kube-scheduler (fakes/kueue/, docs/kueue.md)
+        "kueue": {
+            "queues": {
+                "nominal_gpus": MapOf(Field(int, lo=0), default={}),       # per tenant or queue
+                "default_nominal_share": Field(NUM, 0.25, lo=0.0, hi=1.0),  # of the fleet's GPUs, others
+                "borrowing_limit_gpus": Field(int, None, lo=0, nullable=True, source=KUEUE_CQ + " (no limit)"),
+                "queueing_strategy": Field(str, "BestEffortFIFO", choices=("BestEffortFIFO", "StrictFIFO"),
+                                           source=KUEUE_CQ),
+                "reclaim_within_cohort": Field(str, "Any", choices=("Never", "LowerPriority", "Any")),
+                "within_cluster_queue": Field(str, "LowerPriority",
+                                              choices=("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
+            },
+            "topology": Field(str, "preferred", choices=("preferred", "required", "none")),   # TAS, by leaf
+            # kube-scheduler's profile, as for kube (fakes/kube/target.py scheduler_config)
+            "scoring": Field(str, "least_allocated", choices=("least_allocated", "most_allocated",
+                                                              "balanced_allocation")),
+            "gpu_weight": Field(int, 3, lo=0, hi=100),
+            "api_qps": Field(NUM, 300.0, lo=0.1, source=KUEUE_CFG + " (clientConnection.qps)"),
+            "api_burst": Field(int, 500, lo=1, source=KUEUE_CFG + " (clientConnection.burst)"),
+            "workload_create_ms": Field(NUM, PROFILE, lo=0),  # last pod created -> Workload in its queue
+            "admission_cycle_ms": Field(NUM, PROFILE, lo=0),  # one Kueue scheduling cycle
+            "ungate_ms": Field(NUM, PROFILE, lo=0),           # admitted -> first member bound
+            "pod_bind_ms": Field(NUM, PROFILE, lo=0),         # ... each next member
+            "observe_ms": Field(NUM, PROFILE, lo=0),
+            "release_ms": Field(NUM, PROFILE, lo=0),
+            # real backend only
             "client_threads": Field(int, 8, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
         },

@@ -11,8 +11,8 @@ import importlib
 
 from loadgen.model.target import Target
 
-SCHEDULERS = ("kube", "volcano", "ray", "slurm")
-_CLASS = {"kube": "Kube", "volcano": "Volcano", "ray": "Ray", "slurm": "Slurm"}
+SCHEDULERS = ("kube", "volcano", "ray", "slurm", "kueue")
+_CLASS = {"kube": "Kube", "volcano": "Volcano", "ray": "Ray", "slurm": "Slurm", "kueue": "Kueue"}
 
 REGISTRY: dict[tuple[str, str], str] = {}
 

@@ -94,6 +94,12 @@ def render(summary: dict) -> str:
                          f"{'one per node' if fk.get('syncer') == 'node' else 'one per process'}, "
                          f"{front}boot {fk.get('boot_s')} s, event-loop lag max "
                          f"{fk.get('loop_lag_max_s')} s, calls not answered: {fk.get('unimplemented') or 'none'}")
+        for q, f in (s.get("control_plane", {}).get("queues") or {}).items():
+            # a scheduler's own queues (Kueue's ClusterQueues): its admission, from queued to admitted
+            adm = f.get("admission_s") or {}
+            lines.append(f"  - queue {q}: {f.get('workloads_admitted')} admitted, queued -> admitted p50 "
+                         f"{adm.get('p50', '-')} / p99 {adm.get('p99', '-')} s, nominal {f.get('nominal_gpus')} GPUs, "
+                         f"borrowed at most {f.get('borrowed_gpus_max')}, evicted {f.get('evictions')}")
     lines += ["", "Alloc util is time-averaged GPUs bound to jobs over the post-warm-up window; fragmentation is "
               "the time-averaged share of all GPUs that are free but unusable by the smallest pending member; "
               "scheduling tax = (GPU-hours held by partial gangs + GPU-hours of runs cut short by evictions or node "
