@@ -1,0 +1,60 @@
+"""Real coscheduling: scheduler-plugins' Coscheduling plugin (v0.34.7) on KWOK.
+
+kwokctl runs sp-scheduler in kube-scheduler's place (fakes/coscheduling/controlplane.py) against
+the same v1.36.1 apiserver; the PodGroup CRD (scheduling.x-k8s.io/v1alpha1) is installed once the
+apiserver is up. Per job the adapter creates a PodGroup (minMember = min_available,
+scheduleTimeoutSeconds = permit_timeout_s, time-scaled) and pods labelled
+scheduling.x-k8s.io/pod-group=<its name> (fakes/kubegang/gangobjects.py). The plugin keeps a pod
+out of scheduling until minMember pods of its group exist (PreEnqueue), holds reserved pods in
+Permit until minMember are reserved and, when one member cannot be placed, rejects the waiting
+ones (PostFilter), so they release their nodes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fakes.coscheduling.controlplane import SP_VERSION, install_crd, require_binary, with_coscheduling
+from fakes.kube.target import scheduler_config
+from fakes.kubegang.gangobjects import GangObjectsKube, group_name
+from loadgen.model.job import Job
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+class RealCoscheduling(GangObjectsKube):
+    name = "coscheduling"
+    group, version = "scheduling.x-k8s.io", "v1alpha1"
+    plurals = ("podgroups",)
+    mechanism = (f"scheduler-plugins {SP_VERSION} Coscheduling (kube-scheduler v1.34 framework): PreEnqueue until "
+                 "minMember pods exist, Permit wait, PostFilter rejects the group")
+
+    def start(self) -> None:
+        if not self.existing:
+            require_binary()        # before the cluster: a missing build fails in a second
+        super().start()
+
+    def permit_wait_s(self) -> int:
+        """The scenario's permit timeout in the run's wall time (the plugin counts whole seconds)."""
+        scale = max(float(self.ctx.time_scale or 1.0), 1e-9)
+        return max(1, round(float(self.cfg.get("permit_timeout_s", 60)) / scale))
+
+    def scheduler_profile(self) -> dict:
+        return with_coscheduling(scheduler_config(self.cfg), self.permit_wait_s())
+
+    def cluster_options(self) -> dict[str, Any]:
+        return {"scheduler_binary": require_binary()}
+
+    def _start_scheduler(self, run_dir) -> None:
+        install_crd(self.api.api_client)
+        super()._start_scheduler(run_dir)
+
+    def api_hint(self) -> str:
+        return "install scheduler-plugins (its PodGroup CRD and scheduler), or let gangstorm start the cluster"
+
+    def gang_objects(self, job: Job) -> list[tuple[str, dict[str, Any]]]:
+        return [("podgroups", {"apiVersion": f"{self.group}/{self.version}", "kind": "PodGroup",
+                               "metadata": self.object_meta(job),
+                               "spec": {"minMember": self.need(job), "scheduleTimeoutSeconds": self.permit_wait_s()}})]
+
+    def gang_labels(self, job: Job) -> dict[str, str]:
+        return {POD_GROUP_LABEL: group_name(job)}

@@ -1,0 +1,51 @@
+"""Real kube-gang: kube-scheduler v1.36.1's native gang scheduling (KEP-4671, alpha) on KWOK.
+
+The cluster runs with the feature gates GenericWorkload, GangScheduling and
+TopologyAwareWorkloadScheduling on (apiserver, scheduler and controller-manager) and serves the alpha
+group scheduling.k8s.io/v1alpha2. Per job the adapter creates a Workload with one podGroupTemplate
+(schedulingPolicy.gang.minCount = min_available), a PodGroup made from it, and pods that name the
+PodGroup in spec.schedulingGroup.podGroupName (fakes/kubegang/gangobjects.py). kube-scheduler then
+keeps the pods out of its queue until minCount of them exist (GangScheduling PreEnqueue), places the
+group in one pod-group cycle that reverts every assumed pod when the group does not fit
+(pkg/scheduler/schedule_one_podgroup.go), and holds pods scheduled one by one in Permit until
+minCount are reserved, for at most 5 minutes (permitTimeoutDuration, fixed; gangscheduling.go).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fakes.kubegang.gangobjects import GangObjectsKube, group_name
+from loadgen.model.job import Job
+
+FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+TEMPLATE = "workers"
+
+
+class RealKubeGang(GangObjectsKube):
+    name = "kube-gang"
+    group, version = "scheduling.k8s.io", "v1alpha2"
+    plurals = ("workloads", "podgroups")
+    mechanism = ("kube-scheduler v1.36.1 GangScheduling (gates " + FEATURE_GATES + "): PreEnqueue until minCount "
+                 "pods exist, one pod-group cycle, Permit wait <= 5 min")
+
+    def cluster_options(self) -> dict[str, Any]:
+        return {"feature_gates": FEATURE_GATES, "runtime_config": RUNTIME_CONFIG}
+
+    def api_hint(self) -> str:
+        return (f"start kube-apiserver with --runtime-config={RUNTIME_CONFIG} and --feature-gates={FEATURE_GATES} "
+                "(and kube-scheduler with the same gates), or let gangstorm start the cluster")
+
+    def gang_objects(self, job: Job) -> list[tuple[str, dict[str, Any]]]:
+        gang = {"gang": {"minCount": self.need(job)}}
+        api = f"{self.group}/{self.version}"
+        workload = {"apiVersion": api, "kind": "Workload", "metadata": self.object_meta(job),
+                    "spec": {"podGroupTemplates": [{"name": TEMPLATE, "schedulingPolicy": gang}]}}
+        podgroup = {"apiVersion": api, "kind": "PodGroup", "metadata": self.object_meta(job),
+                    "spec": {"podGroupTemplateRef": {"workload": {"workloadName": group_name(job),
+                                                                  "podGroupTemplateName": TEMPLATE}},
+                             "schedulingPolicy": gang}}
+        return [("workloads", workload), ("podgroups", podgroup)]
+
+    def gang_fields(self, job: Job) -> dict[str, Any]:
+        return {"schedulingGroup": {"podGroupName": group_name(job)}}
