@@ -2,12 +2,13 @@
 gang scheduling) and coscheduling (scheduler-plugins' Coscheduling plugin), each through the whole
 wall-clock run (`gangstorm run --backend real`).
 
-Five gangs on 4 nodes of 8 GPUs, built so that vanilla kube-scheduler binds part of a gang and
-holds it (its twin, on the same trace: 0.84 partial-gang GPU-hours): a 3-node gang arrives while
-only 2 nodes are free and must wait whole while a later 2-node gang takes those nodes. Every gang
-must be admitted and finish, hold no GPUs while partly bound, and the rows (jobs.csv) must agree
-with the summary. Needs `make k8s-bins` (kube-gang) and `make sp-bins` (coscheduling); a missing
-binary fails with how to build it.
+Five gangs and a stream of 1-GPU jobs on 4 nodes of 8 GPUs, built so that vanilla kube-scheduler
+binds part of a gang and holds it (its twin, on the same trace: 0.84 partial-gang GPU-hours): a
+3-node gang arrives while only 2 nodes are free and must wait whole while a later 2-node gang takes
+those nodes. No gang may hold GPUs while partly bound, the rows (jobs.csv) must agree with the
+summary, and with kube-gang every job is admitted and finishes (coscheduling: see the test's end).
+Needs `make k8s-bins` (kube-gang) and `make sp-bins` (coscheduling); a missing binary fails with how
+to build it.
 """
 from __future__ import annotations
 
@@ -24,13 +25,19 @@ pytestmark = pytest.mark.real
 # The kube twin on this trace: 0.84 partial-gang GPU-hours; kube-gang and coscheduling twins: 0.
 GANGS = [(0, 2, 8, 0.0, 120.0), (1, 3, 8, 5.0, 60.0), (2, 2, 8, 10.0, 60.0), (3, 1, 4, 15.0, 30.0),
          (4, 4, 8, 20.0, 30.0)]
+# Submissions go on, as on any shared cluster: a 1-GPU job every 10 s. Coscheduling needs them: pods
+# its Permit or PostFilter rejected wait among the unschedulable pods until a pod is added or a
+# PodGroup added or updated (its EventsToRegister), or kube-scheduler's 5-minute flush; without
+# arrivals gangs 1 and 4 were never admitted in a 72 s drain (docs/kube-gang.md).
+FILLERS = [(5 + k, 1, 1, 25.0 + 10 * k, 5.0) for k in range(28)]
+JOBS = GANGS + FILLERS
 
 
 def trace(path):
     lines = [{"gangstorm_trace": 1, "generated_by": "by hand: tests/test_kube_gang_real.py"}]
     lines += [{"id": i, "tenant": "a" if i % 2 == 0 else "b", "queue": "q", "cls": "large" if m > 1 else "small",
                "members": m, "gpus_per_member": g, "duration_s": d, "submit_s": t, "min_available": m,
-               "cpus_per_member": 8} for i, m, g, t, d in GANGS]
+               "cpus_per_member": 8} for i, m, g, t, d in JOBS]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
@@ -45,14 +52,14 @@ def scenario(tmp_path):
 
 def need(name):
     if name == "coscheduling":
-        from fakes.coscheduling.controlplane import SchedulerPluginsMissing, require_binary
+        from fakes.coscheduling.controlplane import SchedulerPluginsMissing, require_binaries
         try:
-            require_binary()
+            require_binaries()
         except SchedulerPluginsMissing as e:
             pytest.fail(str(e), pytrace=False)
 
 
-@pytest.mark.parametrize("name", ["kube-gang"])
+@pytest.mark.parametrize("name", ["kube-gang", "coscheduling"])
 def test_every_gang_is_bound_whole_and_the_rows_match_the_summary(name, bins, tmp_path):
     from loadgen.drive.comparative import RunOptions, run
     from loadgen.input.scenario import load
@@ -62,22 +69,33 @@ def test_every_gang_is_bound_whole_and_the_rows_match_the_summary(name, bins, tm
                                                   report=False))
     assert leftover_processes(under=out) == [], "control-plane processes left behind"
     res = json.loads((out / "summary.json").read_text())["schedulers"][name]
-    assert res["backend"] == "real"
-    assert res["jobs"]["finished"] == res["jobs"]["admitted"] == len(GANGS), res["jobs"]
-    assert res["jobs"]["failed"] == res["jobs"]["rejected"] == res["jobs"]["pending_at_end"] == 0
+    rows = {int(r["job_id"]): r for r in csv.DictReader((out / "jobs.csv").open()) if r["scheduler"] == name}
+    print(name, res["jobs"], {i: (r["admitted_s"], r["outcome"]) for i, r in rows.items() if i < len(GANGS)})
+    assert res["backend"] == "real" and sorted(rows) == [j[0] for j in JOBS]
+    assert all(r["backend"] == "real" for r in rows.values())
+    # the rows and the summary count the same outcomes
+    outcomes = [r["outcome"] for r in rows.values()]
+    assert res["jobs"]["finished"] == outcomes.count("finished") == sum(1 for r in rows.values() if r["admitted_s"])
+    assert res["jobs"]["pending_at_end"] == outcomes.count("pending")
+    assert res["jobs"]["failed"] == res["jobs"]["rejected"] == 0
     # All-or-nothing. The run's figures are wall-clock (the workload is compressed 10x,
     # loadgen/drive/timescale.py). A released gang's binding cycles run in parallel and their binds
     # reach the watch milliseconds apart: measured 9.5e-5 GPU-hours for kube-gang. Gang 1 held partly
     # while it waited for gang 0 would count 16 GPUs x 11.5 s = 0.05 GPU-hours.
     assert res["partial_gang_gpu_hours"] < 1e-3, res["partial_gang_gpu_hours"]
+    gpu_h = sum(m * g * max(d / 10, 0.5) for i, m, g, _, d in JOBS if rows[i]["outcome"] == "finished") / 3600
+    assert res["gpu_hours_allocated"] == pytest.approx(gpu_h, rel=0.05)    # MIN_DURATION_S 0.5 above
     cp = res["control_plane"]
     assert cp["gang_mechanism"] and cp.get("submit_errors", 0) == 0 and cp.get("delete_errors", 0) == 0
-    rows = [r for r in csv.DictReader((out / "jobs.csv").open()) if r["scheduler"] == name]
-    assert sorted(int(r["job_id"]) for r in rows) == [g[0] for g in GANGS]
-    assert all(r["outcome"] == "finished" and r["backend"] == "real" for r in rows)
-    by_id = {int(r["job_id"]): r for r in rows}
+    # every job that never competed for a whole node finished: gangs 0, 2, 3 and the 1-GPU jobs
+    assert all(rows[i]["outcome"] == "finished" for i in [0, 2, 3] + [f[0] for f in FILLERS])
     # the 3-node gang waited whole for gang 0's nodes while the later 2-node gang took the free two
-    assert float(by_id[1]["admitted_s"]) >= float(by_id[0]["finished_s"]) - 1.0
-    assert float(by_id[2]["admitted_s"]) < float(by_id[0]["finished_s"])
-    gpu_h = sum(m * g * d for _, m, g, _, d in GANGS) / 3600 / 10
-    assert res["gpu_hours_allocated"] == pytest.approx(gpu_h, rel=0.05)
+    assert float(rows[2]["admitted_s"]) < float(rows[0]["finished_s"])
+    if rows[1]["admitted_s"]:
+        assert float(rows[1]["admitted_s"]) >= float(rows[0]["finished_s"]) - 1.0
+    if name == "kube-gang":
+        assert res["jobs"]["finished"] == len(JOBS), res["jobs"]
+    # coscheduling: gangs 1 and 4 may be left pending (whole, holding nothing bound). Its rejected pods
+    # wait for a pod or PodGroup event, its Permit/PostFilter loop keeps the scheduler busy and
+    # kube-scheduler 1.34's queue has discarded a member ("The same pod is tracked in multiple places in
+    # the scheduler"): scheduler-plugins issues 429 and 682; docs/kube-gang.md.
