@@ -61,6 +61,12 @@ def start_controller(cluster, run_dir: Path):
                                  log=Path(run_dir) / "kube" / f"{CONTROLLER}.log")
 
 
+def permit_wait_s(config: dict[str, Any], time_scale: float | None) -> int:
+    """The scenario's permit timeout in the run's wall time (the plugin counts whole seconds)."""
+    scale = max(float(time_scale or 1.0), 1e-9)
+    return max(1, round(float(config.get("permit_timeout_s", 60)) / scale))
+
+
 def with_coscheduling(conf: dict[str, Any], permit_wait_s: int) -> dict[str, Any]:
     """A KubeSchedulerConfiguration (fakes/kube/target.scheduler_config) with Coscheduling on."""
     profile = conf["profiles"][0]

@@ -38,9 +38,7 @@ class RealCoscheduling(GangObjectsKube):
         super().start()
 
     def permit_wait_s(self) -> int:
-        """The scenario's permit timeout in the run's wall time (the plugin counts whole seconds)."""
-        scale = max(float(self.ctx.time_scale or 1.0), 1e-9)
-        return max(1, round(float(self.cfg.get("permit_timeout_s", 60)) / scale))
+        return sp.permit_wait_s(self.cfg, self.ctx.time_scale)
 
     def scheduler_profile(self) -> dict:
         return sp.with_coscheduling(scheduler_config(self.cfg), self.permit_wait_s())
