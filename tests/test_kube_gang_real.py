@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from fakes.kube.cluster import leftover_processes
+from support.paths import ROOT
 
 pytestmark = pytest.mark.real
 
@@ -99,3 +103,30 @@ def test_every_gang_is_bound_whole_and_the_rows_match_the_summary(name, bins, tm
     # wait for a pod or PodGroup event, its Permit/PostFilter loop keeps the scheduler busy and
     # kube-scheduler 1.34's queue has discarded a member ("The same pod is tracked in multiple places in
     # the scheduler"): scheduler-plugins issues 429 and 682; docs/kube-gang.md.
+
+
+def test_a_run_on_a_cluster_up_kube_gang_cluster_deletes_every_object_it_labelled(bins, tmp_path):
+    """`gangstorm cluster up kube-gang`, a run attached to it, `cluster down`. The run's Workloads and
+    PodGroups go with its pods and namespaces: the PodGroup protection controller (which kwokctl's
+    --controllers list leaves out unless asked) removes the finalizer every PodGroup gets."""
+    env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp_path / "clusters"), "PYTHONPATH": str(ROOT)}
+    gs = [sys.executable, "-m", "loadgen.cli.main"]
+    path = scenario(tmp_path)
+    up = subprocess.run([*gs, "cluster", "up", "kube-gang", "--nodes", "4", "--scenario", str(path), "--json"],
+                        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        kubeconfig = json.loads(up.stdout)["connect"]["--kubeconfig"]
+        out = tmp_path / "run"
+        r = subprocess.run([*gs, "run", str(path), "--kubeconfig", kubeconfig, "--node-selector", "type=kwok",
+                            "--nodes", "4", "--schedulers", "kube-gang", "--time-scale", "10", "--out", str(out),
+                            "--quiet"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-2000:]
+        res = json.loads((out / "summary.json").read_text())["schedulers"]["kube-gang"]
+        assert res["jobs"]["finished"] == len(JOBS) and res["partial_gang_gpu_hours"] < 1e-3, res["jobs"]
+        left = res["control_plane"]["left_behind"]
+        assert left["workloads"] == left["podgroups"] == left["pods"] == left["namespaces"] == 0, left
+    finally:
+        down = subprocess.run([*gs, "cluster", "down", "kube-gang"], env=env, capture_output=True, text=True,
+                              timeout=180, cwd=ROOT)
+    assert down.returncode == 0 and "no process left" in down.stdout, (down.stdout, down.stderr)

@@ -85,6 +85,7 @@ class ClusterSpec:
     etcd_quota_bytes: int = 2 * 1024**3
     apiserver_args: dict[str, str] = field(default_factory=dict)   # extra --key=value
     scheduler_args: dict[str, str] = field(default_factory=dict)
+    controller_manager_args: dict[str, str] = field(default_factory=dict)
     etcd_args: dict[str, str] = field(default_factory=dict)       # e.g. {"unsafe-no-fsync": "true"}
     feature_gates: str = ""                        # "Gate=true,...": apiserver, scheduler, controller-manager
     runtime_config: str = ""                       # apiserver --runtime-config (alpha API groups)
@@ -188,7 +189,7 @@ class KubeCluster:
             opts["kubeSchedulerConfig"] = str(path)
         patches = {c["name"]: c for c in kwokctl.setdefault("componentsPatches", [])}
         for comp, extra in (("kube-apiserver", s.apiserver_args), ("kube-scheduler", s.scheduler_args),
-                            ("etcd", s.etcd_args)):
+                            ("kube-controller-manager", s.controller_manager_args), ("etcd", s.etcd_args)):
             if extra:
                 patch = patches.setdefault(comp, {"name": comp})
                 patch.setdefault("extraArgs", []).extend(

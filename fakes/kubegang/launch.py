@@ -7,13 +7,12 @@ from typing import Any
 
 from fakes.kube.launch import detached_state, down, start_cluster, status
 from fakes.kube.target import scheduler_config
-from fakes.kubegang.target import FEATURE_GATES, RUNTIME_CONFIG
+from fakes.kubegang.target import cluster_options
 from loadgen.model.target import TargetContext
 
 __all__ = ["down", "status", "up"]
 
 
 def up(ctx: TargetContext, name: str) -> dict[str, Any]:
-    cluster = start_cluster(ctx, name, scheduler_config(ctx.config), feature_gates=FEATURE_GATES,
-                            runtime_config=RUNTIME_CONFIG)
+    cluster = start_cluster(ctx, name, scheduler_config(ctx.config), **cluster_options())
     return detached_state(cluster, scheduler_metrics_url=None)

@@ -20,6 +20,17 @@ from loadgen.model.job import Job
 FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 TEMPLATE = "workers"
+# kwokctl runs kube-controller-manager with a short --controllers list; the PodGroup protection
+# controller (on by default once GenericWorkload is, cmd/kube-controller-manager/app/scheduling.go)
+# removes the finalizer the apiserver puts on every PodGroup once no pod uses it. Without it a
+# deleted PodGroup stays, and so does its namespace. A repeated --controllers adds to the list.
+CONTROLLERS = "podgroup-protection-controller"
+
+
+def cluster_options() -> dict[str, Any]:
+    """ClusterSpec fields of a kube-gang cluster (the run's own, and `cluster up kube-gang`)."""
+    return {"feature_gates": FEATURE_GATES, "runtime_config": RUNTIME_CONFIG,
+            "controller_manager_args": {"controllers": CONTROLLERS}}
 
 
 class RealKubeGang(GangObjectsKube):
@@ -30,7 +41,7 @@ class RealKubeGang(GangObjectsKube):
                  "pods exist, one pod-group cycle, Permit wait <= 5 min")
 
     def cluster_options(self) -> dict[str, Any]:
-        return {"feature_gates": FEATURE_GATES, "runtime_config": RUNTIME_CONFIG}
+        return cluster_options()
 
     def api_hint(self) -> str:
         return (f"start kube-apiserver with --runtime-config={RUNTIME_CONFIG} and --feature-gates={FEATURE_GATES} "
