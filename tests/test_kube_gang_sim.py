@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from loadgen.input.scenario import from_dict
+from loadgen.model.errors import UserError
 from loadgen.model.events import Kind
 from support.simkit import job, sim
 
@@ -53,3 +54,8 @@ def test_the_sections_default_to_their_components_own_settings():
         status = sc.model_status(name)
         assert status["profile"] == "reference", status
         assert sc.profile.params[name]["cycle_base_ms"].provenance == "sourced"
+
+
+def test_the_twin_refuses_a_topology_it_does_not_model():
+    with pytest.raises(UserError, match="does not model TopologyAwareWorkloadScheduling"):
+        sim("kube-gang", [job(0, 2)], nodes=4, overrides={"schedulers.kube-gang.topology": "leaf"})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from fakes.kube.sim import SimKube
 from fakes.sim.base import JobState
+from loadgen.model.errors import UserError
 
 
 class GangKubeTwin(SimKube):
@@ -44,3 +45,9 @@ class GangKubeTwin(SimKube):
 
 class SimKubeGang(GangKubeTwin):
     name = "kube-gang"
+
+    def __init__(self, ctx):
+        if ctx.config.get("topology", "none") != "none":
+            raise UserError("schedulers.kube-gang.topology: only the real backend keeps gangs in one leaf or "
+                            "spine; the twin does not model TopologyAwareWorkloadScheduling yet (use none)")
+        super().__init__(ctx)

@@ -373,6 +373,8 @@ SCENARIO["schedulers"]["kube-gang"] = {
     **SCENARIO["schedulers"]["kube"],
     "coscheduling": Field(bool, True),
     "permit_timeout_s": Field(NUM, 300.0, lo=0, source=K8S_GANG + " (permitTimeoutDuration, fixed)"),
+    # real only (TopologyAwareWorkloadScheduling): keep each gang that fits in one leaf or spine there
+    "topology": Field(str, "none", choices=("none", "leaf", "spine")),
     "cluster_name": Field(str, "gangstorm-kube-gang"),
 }
 SCENARIO["schedulers"]["coscheduling"] = {
