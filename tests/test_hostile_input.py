@@ -237,7 +237,8 @@ PROFILES = {
                                    "for all of them"),
     "unknown-section": (run("--profile", "{dir}/p.yaml", files={"p.yaml": profile("kube", "observe_ms", 1).replace(
         b"parameters:\n", b"parameters:\n  borg: {}\n")}),
-        "--profile {dir}/p.yaml: parameters.borg: unknown section (known: kube, volcano, ray, slurm, control_plane)"),
+        "--profile {dir}/p.yaml: parameters.borg: unknown section (known: kube, volcano, kueue, ray, slurm, "
+        "kube-gang, coscheduling, control_plane)"),
     "unknown-top-key": (run("--profile", "{dir}/p.yaml",
                             files={"p.yaml": profile("kube", "observe_ms", 1, "extra: 1\n")}),
                         "--profile {dir}/p.yaml: extra: "

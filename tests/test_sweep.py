@@ -40,7 +40,8 @@ CASES = {
     "value-twice": (sweep(b"scenarios: [s.yaml]\nnodes: [200, 200]\n"),
                     "{dir}/sw.yaml: nodes[1]: expected each value once, got 200 twice"),
     "unknown-scheduler": (sweep(b"scenarios: [s.yaml]\nschedulers: [yarn]\n"),
-                          "{dir}/sw.yaml: schedulers[0]: expected one of kube, volcano, ray, slurm, got 'yarn'"),
+                          "{dir}/sw.yaml: schedulers[0]: expected one of kube, volcano, ray, slurm, kube-gang, "
+                          "coscheduling, kueue, got 'yarn'"),
     "no-seeds": (sweep(b"scenarios: [s.yaml]\nseeds: 0\n"),
                  "{dir}/sw.yaml: seeds: expected a count 1 to 60 (each scenario's seed and the next ones) or a list "
                  "of distinct seeds, got 0"),

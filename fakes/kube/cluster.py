@@ -80,11 +80,15 @@ class ClusterSpec:
     bin_dir: Path | None = None
     scheduler: bool = True                         # start kube-scheduler (Volcano sets False)
     scheduler_config: dict[str, Any] | None = None  # KubeSchedulerConfiguration (kubeconfig filled in)
+    scheduler_binary: Path | None = None           # another kube-scheduler build (scheduler-plugins)
     controller_manager: bool = True
     etcd_quota_bytes: int = 2 * 1024**3
     apiserver_args: dict[str, str] = field(default_factory=dict)   # extra --key=value
     scheduler_args: dict[str, str] = field(default_factory=dict)
+    controller_manager_args: dict[str, str] = field(default_factory=dict)
     etcd_args: dict[str, str] = field(default_factory=dict)       # e.g. {"unsafe-no-fsync": "true"}
+    feature_gates: str = ""                        # "Gate=true,...": apiserver, scheduler, controller-manager
+    runtime_config: str = ""                       # apiserver --runtime-config (alpha API groups)
     stages: Path | None = None                     # Stage documents; default kwok-config/stages.yaml
     extra_configs: list[Path] = field(default_factory=list)  # more kwokctl --config documents
     start_timeout_s: float = 180.0
@@ -163,7 +167,7 @@ class KubeCluster:
         opts.update({
             "kubeApiserverBinary": str(b / "kube-apiserver"),
             "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
-            "kubeSchedulerBinary": str(b / "kube-scheduler"),
+            "kubeSchedulerBinary": str(s.scheduler_binary or b / "kube-scheduler"),
             "kwokControllerBinary": str(b / "kwok"),
             "etcdBinary": str(b / "etcd"),
             "etcdctlBinary": str(b / "etcdctl"),
@@ -175,13 +179,17 @@ class KubeCluster:
             "disableKubeControllerManager": not s.controller_manager,
             "cacheDir": str(self.workdir / "cache"),
         })
+        if s.feature_gates:
+            opts["kubeFeatureGates"] = s.feature_gates
+        if s.runtime_config:
+            opts["kubeRuntimeConfig"] = s.runtime_config
         if s.scheduler and s.scheduler_config:
             path = self.workdir / "scheduler-config.yaml"
             path.write_text(yaml.safe_dump(s.scheduler_config, sort_keys=False))
             opts["kubeSchedulerConfig"] = str(path)
         patches = {c["name"]: c for c in kwokctl.setdefault("componentsPatches", [])}
         for comp, extra in (("kube-apiserver", s.apiserver_args), ("kube-scheduler", s.scheduler_args),
-                            ("etcd", s.etcd_args)):
+                            ("kube-controller-manager", s.controller_manager_args), ("etcd", s.etcd_args)):
             if extra:
                 patch = patches.setdefault(comp, {"name": comp})
                 patch.setdefault("extraArgs", []).extend(

@@ -16,13 +16,14 @@ from loadgen.model.target import TargetContext
 NODE_SELECTOR = "type=kwok"      # what `cluster up` nodes carry: --node-selector picks them
 
 
-def start_cluster(ctx: TargetContext, name: str, scheduler_config: dict | None) -> KubeCluster:
-    """Cluster + Ready fleet nodes; stopped again if anything fails."""
+def start_cluster(ctx: TargetContext, name: str, scheduler_config: dict | None, **options: Any) -> KubeCluster:
+    """Cluster + Ready fleet nodes; stopped again if anything fails. `options`: more ClusterSpec
+    fields (the gang variants' feature gates, runtime config and scheduler binary)."""
     from kubernetes import client as k8s
     spec = ClusterSpec(name=f"gs-{name}", workdir=ctx.run_dir / "kube", scheduler=scheduler_config is not None,
                        scheduler_config=scheduler_config,
                        etcd_quota_bytes=int(ctx.control_plane.get("etcd_quota_bytes", 2 * 1024**3)),
-                       apiserver_args=apiserver_args(ctx.control_plane))
+                       apiserver_args=apiserver_args(ctx.control_plane), **options)
     cluster = KubeCluster(spec).start()
     try:
         cluster.create_nodes(ctx.fleet)

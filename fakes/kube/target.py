@@ -105,11 +105,19 @@ class RealKube(KubeTraits, RealKubeFamily):
         ann = {COMPLETE_AFTER: go_duration(job.duration_s)} if self.completion == "kwok" else {}
         ann.update(self.startup_annotations())
         body = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "annotations": ann, "labels": self.labels(job)},
+                "metadata": {"name": name, "annotations": ann, "labels": {**self.labels(job), **self.gang_labels(job)}},
                 "spec": pod_spec({GPU: str(job.gpus_per_member), "cpu": str(max(job.cpus_per_member, 1)),
-                                  "memory": "1Gi"}, **self.pod_fields())}
+                                  "memory": "1Gi"}, **self.pod_fields(), **self.gang_fields(job))}
         gang.pods[name] = member
         self.pool.submit(self._create_one, job.id, name, body)
+
+    def gang_labels(self, job: Job) -> dict[str, str]:
+        """Labels that put a pod in its gang (the coscheduling plugin's PodGroup label); none here."""
+        return {}
+
+    def gang_fields(self, job: Job) -> dict[str, Any]:
+        """Pod spec fields that put a pod in its gang (native spec.schedulingGroup); none here."""
+        return {}
 
     def _create_one(self, job_id: int, name: str, body: dict) -> None:
         """One create (pool thread); the outcome goes to the inbox, where retries are scheduled."""
@@ -207,8 +215,9 @@ class RealKube(KubeTraits, RealKubeFamily):
             out["bind_latency_check"] = {
                 "client_p50_s": out["client_pod_bind_p50_s"], "scheduler_sli_p50_s": sched["sli_p50_s"],
                 "client_p99_s": out["client_pod_bind_p99_s"], "scheduler_sli_p99_s": sched["sli_p99_s"]}
-        if self.cfg.get("coscheduling"):
-            out["coscheduling"] = "not implemented on the real backend: plain kube-scheduler ran"
+        if self.cfg.get("coscheduling") and self.name == "kube":
+            out["coscheduling"] = ("not implemented on the real backend: plain kube-scheduler ran "
+                                   "(the kube-gang and coscheduling schedulers are)")
         if sched.get("attempt_s_total") is not None:
             # what the simulated scheduler reports as busy_s, from kube-scheduler's own metrics
             out["busy_s"] = {"scheduling-cycle": sched["attempt_s_total"],

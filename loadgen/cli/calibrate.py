@@ -58,6 +58,14 @@ def _ints(text: str, flag: str) -> list[int]:
     return vals
 
 
+def refuse_uncalibrated(names: list[str]) -> None:
+    """Schedulers with no calibration cases yet (kube-gang, coscheduling: docs/kube-gang.md)."""
+    missing = [n for n in names if n not in SCALES]
+    if missing:
+        raise UsageError(f"--schedulers: no calibration cases for {', '.join(missing)} yet "
+                         f"(calibrate knows {', '.join(SCALES)})")
+
+
 def anchors_main(args) -> int:
     from loadgen.calibration.anchors import calibrate_to_anchors
     from loadgen.input.profile import dump
@@ -67,6 +75,7 @@ def anchors_main(args) -> int:
     if not names or set(names) - set(SCHEDULERS):
         raise UsageError(f"--schedulers: expected a comma-separated list of {', '.join(SCHEDULERS)}, got "
                          f"{args.schedulers!r}")
+    refuse_uncalibrated(names)
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -105,6 +114,7 @@ def main(args) -> int:
     for path in scenarios + [args.held_out_scenario]:
         load(path)                                   # one-line error for a missing or bad file
     names = parse_schedulers(args.schedulers, load(scenarios[0]))
+    refuse_uncalibrated(names)
     scales = {n: _ints(args.scales, "--scales") if args.scales else SCALES[n] for n in names}
     held = {n: args.held_out_scale or HELD_OUT_SCALE[n] for n in names}
     for n in names:

@@ -109,7 +109,8 @@ SCENARIO = {
     "drain_h": Field(NUM, 2.0, lo=0, hi=24 * 30),       # keep running after the last arrival
     "warmup_h": Field(NUM, 1.0, lo=0),                 # excluded from utilization/fragmentation
     "sample_every_s": Field(NUM, 60.0, lo=0.01),
-    "schedulers_enabled": ListOf(Field(str, choices=("kube", "volcano", "ray", "slurm", "kueue")),
+    "schedulers_enabled": ListOf(Field(str, choices=("kube", "volcano", "ray", "slurm", "kube-gang", "coscheduling",
+                                                     "kueue")),
                                  default=["kube", "volcano", "ray", "slurm"]),
     "fleet": {
         "nodes": Field(int, 10_000, lo=1, hi=1_000_000),
@@ -392,6 +393,28 @@ SCENARIO = {
         "max_points": Field(int, 24, lo=2, hi=200),
         "jobs": Field(int, 8000, lo=20, hi=200_000),
     },
+}
+
+# Kubernetes with gangs (docs/kube-gang.md): the kube section's settings, with gang semantics on.
+# kube-gang is kube-scheduler v1.36.1's native gang scheduling (Workload + PodGroup, alpha); coscheduling
+# is scheduler-plugins' Coscheduling plugin (its PodGroup CRD). Their costs come from the profile's own
+# sections (fakes/profiles/*.yaml).
+K8S_GANG = "kube-scheduler v1.36.1, kubernetes pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go"
+SP_COSCHED = "scheduler-plugins v0.34.7, apis/config/v1/defaults.go"
+SCENARIO["schedulers"]["kube-gang"] = {
+    **SCENARIO["schedulers"]["kube"],
+    "coscheduling": Field(bool, True),
+    "permit_timeout_s": Field(NUM, 300.0, lo=0, source=K8S_GANG + " (permitTimeoutDuration, fixed)"),
+    # real only (TopologyAwareWorkloadScheduling): keep each gang that fits in one leaf or spine there
+    "topology": Field(str, "none", choices=("none", "leaf", "spine")),
+    "cluster_name": Field(str, "gangstorm-kube-gang"),
+}
+SCENARIO["schedulers"]["coscheduling"] = {
+    **SCENARIO["schedulers"]["kube"],
+    "coscheduling": Field(bool, True),
+    "permit_timeout_s": Field(NUM, 60.0, lo=0, source=SP_COSCHED + " (permitWaitingTimeSeconds; the adapter "
+                                                      "sets each PodGroup's scheduleTimeoutSeconds to it)"),
+    "cluster_name": Field(str, "gangstorm-coscheduling"),
 }
 
 # The default bimodal mix: many small jobs, a tail of 8-64-node gangs.

@@ -11,8 +11,11 @@ import importlib
 
 from loadgen.model.target import Target
 
-SCHEDULERS = ("kube", "volcano", "ray", "slurm", "kueue")
-_CLASS = {"kube": "Kube", "volcano": "Volcano", "ray": "Ray", "slurm": "Slurm", "kueue": "Kueue"}
+SCHEDULERS = ("kube", "volcano", "ray", "slurm", "kube-gang", "coscheduling", "kueue")
+_CLASS = {"kube": "Kube", "volcano": "Volcano", "ray": "Ray", "slurm": "Slurm", "kube-gang": "KubeGang",
+          "coscheduling": "Coscheduling", "kueue": "Kueue"}
+# A scheduler's folder under fakes/ when its name is no Python module name.
+_MODULE = {"kube-gang": "kubegang"}
 
 REGISTRY: dict[tuple[str, str], str] = {}
 
@@ -26,8 +29,9 @@ def register(name: str, backend: str, spec: str) -> None:
 
 
 for _name in SCHEDULERS:
-    register(_name, "sim", f"fakes.{_name}.sim:Sim{_CLASS[_name]}")
-    register(_name, "real", f"fakes.{_name}.target:Real{_CLASS[_name]}")
+    _mod = _MODULE.get(_name, _name)
+    register(_name, "sim", f"fakes.{_mod}.sim:Sim{_CLASS[_name]}")
+    register(_name, "real", f"fakes.{_mod}.target:Real{_CLASS[_name]}")
 
 
 def backends() -> list[str]:
@@ -50,7 +54,7 @@ def target_class(name: str, backend: str) -> type[Target]:
 def launcher(name: str):
     if name not in SCHEDULERS:
         raise KeyError(f"no cluster launcher for {name!r}")
-    return importlib.import_module(f"fakes.{name}.launch")
+    return importlib.import_module(f"fakes.{_MODULE.get(name, name)}.launch")
 
 
 # Fake-fleet components the driver uses without importing fakes/ (the one-way package map):

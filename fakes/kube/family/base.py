@@ -12,6 +12,7 @@ apiserver, etcd and scheduler figures; chaos.py and cleanup.py do what their nam
 A subclass implements:
   submit(job, now)               create the job's objects on self.pool (events via _emit)
   scheduler_profile()            KubeSchedulerConfiguration for kube-scheduler, or None to run none
+  cluster_options()              more ClusterSpec fields (feature gates, runtime config, scheduler binary)
   _start_scheduler(run_dir)      start a scheduler of its own once the nodes are Ready
   _scheduler_figures()           the scheduler's /metrics, condensed
   _lost(gang, t, pod, reason)    a bound member went away (it calls _requeue)
@@ -89,6 +90,10 @@ class RealKubeFamily(ClusterSetup, PodEvents, ClientCalls, ControlPlaneScrape, C
     # --- subclass hooks ---------------------------------------------------------------------------
     def scheduler_profile(self) -> dict | None:
         return None
+
+    def cluster_options(self) -> dict[str, Any]:
+        """More ClusterSpec fields (feature gates, alpha API groups, another scheduler binary)."""
+        return {}
 
     def _start_scheduler(self, run_dir: Path) -> None:
         """kube-scheduler, when there is one, came up with the cluster."""

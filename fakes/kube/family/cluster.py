@@ -68,7 +68,7 @@ class ClusterSetup:
         spec = ClusterSpec(name=self.cfg.get("cluster_name") or f"gangstorm-{self.name}", workdir=run_dir / "kube",
                            scheduler=profile is not None, scheduler_config=profile,
                            etcd_quota_bytes=int(self.cp.get("etcd_quota_bytes", 2 * 1024**3)),
-                           apiserver_args=apiserver_args(self.cp))
+                           apiserver_args=apiserver_args(self.cp), **self.cluster_options())
         self.cluster = KubeCluster(spec)
         self.cluster.start()
         self.figures["cluster_start_s"] = round(self.cluster.started_s, 2)
