@@ -6,6 +6,8 @@ The unmarked tests at the end check the objects and configuration the adapter wr
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -13,49 +15,11 @@ import pytest
 
 from loadgen.model.events import Kind
 from loadgen.model.fleet import Fleet
-from loadgen.model.job import Job
 from loadgen.model.target import ChaosAction, TargetContext
+from support.walldriver import Driver, gang
 
 NODES = 32
 VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager", "kwok-controller")
-
-
-class Driver:
-    """A minimal wall-clock driver: submit at intended times, advance, keep every event."""
-
-    def __init__(self, target):
-        self.target = target
-        self.t0 = time.monotonic()
-        self.events = []
-
-    def now(self) -> float:
-        return time.monotonic() - self.t0
-
-    def submit(self, job: Job) -> None:
-        self.events += self.target.submit(job, self.now())
-
-    def until(self, done, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.events += self.target.advance(self.now())
-            if done():
-                return
-            if time.monotonic() > deadline:
-                kinds = [(round(e.t, 2), e.job_id, e.kind.value, e.members) for e in self.events[-30:]]
-                raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last events {kinds}")
-            time.sleep(0.05)
-
-    def of(self, job_id: int, kind: Kind):
-        return [e for e in self.events if e.job_id == job_id and e.kind == kind]
-
-    def finished(self, *ids: int) -> bool:
-        return all(self.of(i, Kind.FINISHED) for i in ids)
-
-
-def gang(i: int, tenant: str, members: int, gpus: int, duration_s: float, submit_s: float) -> Job:
-    return Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls="large" if members > 1 else "small",
-               members=members, gpus_per_member=gpus, duration_s=duration_s, submit_s=submit_s,
-               min_available=members, cpus_per_member=8)
 
 
 @pytest.fixture(scope="module")
@@ -145,11 +109,20 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     target, _ = volcano
     d = Driver(target)
     ids = (401, 402, 403)
-    for i, tenant in zip(ids, ("share-a", "share-b", "share-c")):
-        d.submit(gang(i, tenant, members=12, gpus=8, duration_s=5, submit_s=d.now()))
-    sessions0, end = target.control_plane()["session_ms"]["count"], d.now() + 15
-    d.until(lambda: d.now() > end, 30, "15 s")
-    assert target.control_plane()["session_ms"]["count"] >= sessions0 + 20      # 0.5 s period: ~30 sessions
+    # "Together" means within one session whatever the machine's speed: vc-scheduler is frozen while
+    # the three are created, else a slow apiserver lets a session see one gang alone and run it.
+    sched = next(c for c in target.vc.procs if c.name == "vc-scheduler")
+    os.kill(sched.proc.pid, signal.SIGSTOP)
+    try:
+        for i, tenant in zip(ids, ("share-a", "share-b", "share-c")):
+            d.submit(gang(i, tenant, members=12, gpus=8, duration_s=5, submit_s=d.now()))
+    finally:
+        os.kill(sched.proc.pid, signal.SIGCONT)
+    sessions0, deadline = target.control_plane()["session_ms"]["count"], time.monotonic() + 300
+    while target.control_plane()["session_ms"]["count"] < sessions0 + 20:      # ~10 s at the 0.5 s period
+        assert time.monotonic() < deadline, "vc-scheduler ran fewer than 20 sessions in 300 s"
+        d.until(lambda: True, 30, "one advance")
+        time.sleep(0.5)
     assert [e for e in d.events if e.job_id in ids and e.kind in (Kind.BOUND, Kind.ADMITTED)] == []
     assert target.snapshot(d.now()).running_jobs == 0                 # the fleet stayed idle throughout
     groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")

@@ -1,5 +1,5 @@
 """A minimal wall-clock driver for a real target in a test: submit at intended times, advance,
-keep every event, wait on a condition (the shape test_volcano_real.py uses, for the real Kueue)."""
+keep every event, wait on a condition (the real Volcano and Kueue tests)."""
 from __future__ import annotations
 
 import time
