@@ -71,13 +71,7 @@ class RayGroups:
                     entry.setdefault("rescheduled_after_s", {})[gid] = round(t - entry["t"], 3)
             self._emit(t, gid, Kind.BOUND, job.members, "rescheduled")
         else:
-            self.counters["groups_ready"] += 1
-            self.ready_t.append(t)
-            self.placed.setdefault(gid, list(self.running[gid]))
-            if m.get("sched_ms") is not None:
-                self.sched_ms.append(float(m["sched_ms"]))
-                self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
-                self.attempts.append(int(m.get("attempts") or 0))
+            self._first_ready(gid, t, m)
         self._emit(t, gid, Kind.ADMITTED, job.members, nodes=tuple(n for n in self.running[gid] if n >= 0))
         self._emit(t, gid, Kind.STARTED, job.members)
         if not self.readiness.active:
@@ -85,6 +79,16 @@ class RayGroups:
         else:
             ready_at = self.readiness.plan(gid, m["placement"], m["t"], self.running[gid], self.clock.origin)
             self._send(op="start", id=gid, placement=m["placement"], ready_at=ready_at)
+
+    def _first_ready(self, gid: int, t: float, m: dict[str, Any]) -> None:
+        """A group placed for the first time: counted, its nodes kept, the GCS's own timings."""
+        self.counters["groups_ready"] += 1
+        self.ready_t.append(t)
+        self.placed.setdefault(gid, list(self.running[gid]))
+        if m.get("sched_ms") is not None:
+            self.sched_ms.append(float(m["sched_ms"]))
+            self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
+            self.attempts.append(int(m.get("attempts") or 0))
 
     def _on_members_ready(self, m: dict[str, Any]) -> None:
         gid = m["id"]

@@ -60,13 +60,7 @@ class RayShared:
         self.pending.pop(gid, None)
         self.running[gid] = [self.node_index.get(n, -1) for n in m["nodes"]]
         self.admitted_at[gid] = t
-        self.counters["groups_ready"] += 1
-        self.ready_t.append(t)
-        self.placed.setdefault(gid, list(self.running[gid]))
-        if m.get("sched_ms") is not None:
-            self.sched_ms.append(float(m["sched_ms"]))
-            self.e2e_ms.append(float(m.get("e2e_ms") or 0.0))
-            self.attempts.append(int(m.get("attempts") or 0))
+        self._first_ready(gid, t, m)
         self._emit(t, gid, Kind.ADMITTED, job.members, nodes=tuple(n for n in self.running[gid] if n >= 0))
         self._emit(t, gid, Kind.STARTED, job.members)
         self._emit(t, gid, Kind.READY)
