@@ -16,14 +16,11 @@ CRD as well (it starts that reconciler too).
 """
 from __future__ import annotations
 
-import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from fakes.kube import crds
 from fakes.kube.cluster import default_bin_dir
 from fakes.real.procs import LOOPBACK, free_port
 
@@ -79,25 +76,4 @@ def with_coscheduling(conf: dict[str, Any], permit_wait_s: int) -> dict[str, Any
 
 def install_crds(api_client, timeout_s: float = 60.0) -> None:
     """Create the PodGroup and ElasticQuota CRDs and wait until the apiserver serves them."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-    ext = client.ApiextensionsV1Api(api_client)
-    names = []
-    for path in crd_paths():
-        doc = yaml.safe_load(path.read_text())
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc, _preload_content=False)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-    deadline = time.monotonic() + timeout_s
-    for name in names:
-        while True:
-            crd = json.loads(ext.read_custom_resource_definition(name, _preload_content=False).data)
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or []):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not established after {timeout_s}s")
-            time.sleep(0.2)
+    crds.install(api_client, crd_paths(), timeout_s)

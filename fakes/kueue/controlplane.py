@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
+from fakes.kube import crds
 from fakes.kube.cluster import Component, KubeCluster, default_bin_dir
 from fakes.kube.pods import GPU
 from fakes.real.procs import LOOPBACK, free_port
-from fakes.volcano.controlplane import install_crds
 
 KUEUE_VERSION = os.environ.get("KUEUE_VERSION", "v0.19.2")
 HOW_TO_BUILD = "run `make kueue-bins` (builds tools/kueue/manager against the sigs.k8s.io/kueue Go module)"
@@ -163,7 +163,7 @@ class KueueControlPlane:
     def start(self, api_client) -> None:
         binary = require_binaries()
         self.dir.mkdir(parents=True, exist_ok=True)
-        install_crds(api_client, crd_files=[crd_dir() / f for f in CRD_FILES])
+        crds.install(api_client, [crd_dir() / f for f in CRD_FILES])
         _wait_discovery(api_client)
         conf = self.dir / "config.yaml"
         conf.write_text(yaml.safe_dump(configuration(self.config), sort_keys=False))

@@ -8,7 +8,6 @@ cluster (KubeCluster.add_component: own process group, bound to 127.0.0.1, stopp
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 import urllib.request
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from fakes.kube import crds
 from fakes.kube.cluster import Component, KubeCluster, default_bin_dir
 from fakes.real.procs import LOOPBACK, free_port
 
@@ -74,41 +74,9 @@ def _plugin(name: str, config: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-def crd_manifests(files: list[Path] | None = None) -> list[dict[str, Any]]:
-    docs = []
-    for f in files or [crd_dir() / name for name in CRD_FILES]:
-        docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
-    return docs
-
-
-def install_crds(api_client, timeout_s: float = 60.0, crd_files: list[Path] | None = None) -> None:
-    """Create Volcano's CRDs (or those in crd_files) and wait until the apiserver serves them."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    ext = client.ApiextensionsV1Api(api_client)
-    names = []
-    for doc in crd_manifests(crd_files):
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc, _preload_content=False)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-        except ValueError:
-            pass  # python client chokes on a null status in the response; the object was created
-    deadline = time.monotonic() + timeout_s
-    pending = set(names)
-    while pending:
-        for n in list(pending):
-            crd = ext.read_custom_resource_definition(n, _preload_content=False)
-            status = json.loads(crd.data).get("status") or {}
-            if any(c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or []):
-                pending.discard(n)
-        if pending and time.monotonic() > deadline:
-            raise TimeoutError(f"CRDs not established after {timeout_s}s: {sorted(pending)}")
-        if pending:
-            time.sleep(0.2)
+def install_crds(api_client, timeout_s: float = 60.0) -> None:
+    """Create Volcano's CRDs and wait until the apiserver serves them."""
+    crds.install(api_client, [crd_dir() / name for name in CRD_FILES], timeout_s)
 
 
 class VolcanoControlPlane:
