@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.kube.listwatch import ListWatch
 from loadgen.model.job import Job
 
 GPU = "nvidia.com/gpu"
@@ -76,20 +75,16 @@ def pod_view(obj: dict[str, Any]) -> PodView:
                    deleting=meta.get("deletionTimestamp") is not None, ready=ready)
 
 
-class PodWatch(threading.Thread):
-    """Watches `namespace` with `core` (a CoreV1Api of its own: the watch holds a connection).
-    After GIVE_UP failures in a row it stops and leaves the last one in `error`."""
-    GIVE_UP = 50
+class PodWatch(ListWatch):
+    """Watches `namespace` with `core` (a CoreV1Api of its own: the watch holds a connection)."""
 
     def __init__(self, core, namespace: str, post: Callable[[float, str, PodView], None],
                  clock: Callable[[], float]):
-        super().__init__(name=f"pod-watch-{namespace}", daemon=True)
+        super().__init__(f"pod-watch-{namespace}")
         self.core, self.ns, self.post, self.clock = core, namespace, post, clock
         self.known: dict[str, PodView] = {}
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
 
-    def _relist(self) -> str:
+    def relist(self) -> str:
         """Every pod as MODIFIED, and DELETED for those gone while the watch was down."""
         body = json.loads(self.core.list_namespaced_pod(self.ns, _preload_content=False,
                                                         _request_timeout=(10, 120)).data)
@@ -103,47 +98,14 @@ class PodWatch(threading.Thread):
         self.known = seen
         return body["metadata"]["resourceVersion"]
 
-    def run(self) -> None:
-        rv, failures = None, 0
-        while not self.stopping.is_set():
-            try:
-                if rv is None:
-                    rv = self._relist()
-                resp = self.core.list_namespaced_pod(
-                    self.ns, watch=True, resource_version=rv, allow_watch_bookmarks=True,
-                    timeout_seconds=60, _preload_content=False, _request_timeout=(10, 90))
-                failures = 0
-                for line in resp:
-                    if self.stopping.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    typ, obj = ev["type"], ev.get("object", {})
-                    if typ == "ERROR":         # 410 Gone and the like: list again
-                        rv = None
-                        break
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if typ == "BOOKMARK":
-                        continue
-                    pv = pod_view(obj)
-                    if typ == "DELETED":
-                        self.known.pop(pv.uid, None)
-                    else:
-                        self.known[pv.uid] = pv
-                    self.post(self.clock(), typ, pv)
-                resp.release_conn()
-            except Exception as e:      # connection reset, apiserver restart: list again
-                if self.stopping.is_set():
-                    return
-                failures += 1
-                if failures >= self.GIVE_UP:
-                    self.error = e
-                    return
-                time.sleep(0.5)
-                rv = None
+    def watch(self, rv: str):
+        return self.core.list_namespaced_pod(self.ns, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+                                             timeout_seconds=60, _preload_content=False, _request_timeout=(10, 90))
 
-    def stop(self) -> None:
-        # Closing the response from this thread can block on the reader; the daemon thread ends
-        # when the apiserver goes away (or at the next timeout) and drops what it reads meanwhile.
-        self.stopping.set()
+    def on_event(self, typ: str, obj: dict[str, Any]) -> None:
+        pv = pod_view(obj)
+        if typ == "DELETED":
+            self.known.pop(pv.uid, None)
+        else:
+            self.known[pv.uid] = pv
+        self.post(self.clock(), typ, pv)

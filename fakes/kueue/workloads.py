@@ -11,12 +11,11 @@ evicted. The ClusterQueue watch keeps the most GPUs each queue had borrowed from
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.kube.listwatch import ListWatch
 from fakes.kube.pods import GPU
 
 
@@ -44,56 +43,28 @@ def condition(obj: dict[str, Any], kind: str) -> bool:
                for c in (obj.get("status") or {}).get("conditions") or ())
 
 
-class KueueWatch(threading.Thread):
+class KueueWatch(ListWatch):
     """List-then-watch of one Kueue kind through `list_call(**kwargs)` (a CustomObjectsApi list
-    with _preload_content=False); each object reaches on_object(t, type, obj). Errors relist."""
-    GIVE_UP = 50
+    with _preload_content=False); each object reaches on_object(t, type, obj)."""
 
     def __init__(self, name: str, list_call: Callable[..., Any], on_object: Callable[[float, str, dict], None],
                  clock: Callable[[], float]):
-        super().__init__(name=name, daemon=True)
+        super().__init__(name)
         self.list_call, self.on_object, self.clock = list_call, on_object, clock
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        rv, failures = None, 0
-        while not self.stopping.is_set():
-            try:
-                if rv is None:
-                    body = json.loads(self.list_call(_request_timeout=(10, 120)).data)
-                    t = self.clock()
-                    for item in body.get("items", []):
-                        self.on_object(t, "MODIFIED", item)
-                    rv = body["metadata"]["resourceVersion"]
-                resp = self.list_call(watch=True, resource_version=rv, allow_watch_bookmarks=True,
-                                      timeout_seconds=60, _request_timeout=(10, 90))
-                failures = 0
-                for line in resp:
-                    if self.stopping.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    if ev["type"] == "ERROR":
-                        rv = None
-                        break
-                    rv = ev["object"].get("metadata", {}).get("resourceVersion", rv)
-                    if ev["type"] != "BOOKMARK":
-                        self.on_object(self.clock(), ev["type"], ev["object"])
-                resp.release_conn()
-            except Exception as e:
-                if self.stopping.is_set():
-                    return
-                failures += 1
-                if failures >= self.GIVE_UP:
-                    self.error = e
-                    return
-                time.sleep(0.5)
-                rv = None
+    def relist(self) -> str:
+        body = json.loads(self.list_call(_request_timeout=(10, 120)).data)
+        t = self.clock()
+        for item in body.get("items", []):
+            self.on_object(t, "MODIFIED", item)
+        return body["metadata"]["resourceVersion"]
 
-    def stop(self) -> None:
-        self.stopping.set()
+    def watch(self, rv: str):
+        return self.list_call(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=60,
+                              _request_timeout=(10, 90))
+
+    def on_event(self, typ: str, obj: dict[str, Any]) -> None:
+        self.on_object(self.clock(), typ, obj)
 
 
 class AdmissionBook:
