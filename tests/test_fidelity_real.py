@@ -19,6 +19,7 @@ from loadgen.cli.calibrate import CHURN, SCALES
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.profile import load as load_profile
 from support.paths import ROOT
+from support.pressure import CpuWait
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 BAND = (1 / 3, 3.0)
@@ -32,7 +33,8 @@ def test_the_twin_stays_within_a_band_of_the_real_scheduler(name, tmp_path):
     nodes = SCALES[name][0]
     sc = load_with_overrides(str(ROOT / SCENARIO), profile="local", nodes=nodes, duration_h=0.25,
                              churn=CHURN.get(name))
-    real = real_run(sc, name, tmp_path, TIME_SCALE)["schedulers"][name]
+    with CpuWait() as wait:
+        real = real_run(sc, name, tmp_path, TIME_SCALE)["schedulers"][name]
     assert real["jobs"]["admitted"] >= 0.9 * real["jobs"]["submitted"], real["jobs"]
     here = remeasured(load_profile("local"), name, Case(SCENARIO, nodes, "fit"), real)
     r = row(f"{name}-{nodes}n", "guard", real_stats([real]), twin(sc, name, TIME_SCALE, here))
@@ -43,18 +45,23 @@ def test_the_twin_stays_within_a_band_of_the_real_scheduler(name, tmp_path):
     assert lo <= r["p50_ratio"] <= hi and lo <= r["p99_ratio"] <= hi, r
     assert abs(r["util_diff_pp"]) <= UTIL_PP, r
     if name == "kube":
-        _kube_cycle_is_the_serial_part(real, twin(sc, name, TIME_SCALE))
+        _kube_cycle_is_the_serial_part(real, twin(sc, name, TIME_SCALE), wait.share)
 
 
-def _kube_cycle_is_the_serial_part(real: dict, sim: dict) -> None:
+def _kube_cycle_is_the_serial_part(real: dict, sim: dict, cpu_wait: float) -> None:
     """The twin's scheduling cycle is kube-scheduler's serial part (algorithm + Reserve + Permit),
     not its attempt, which in 1.36 ends with the asynchronous bind (its limiter wait and apiserver
     latency): the real attempt is longer than the real serial cycle, and the twin's cycle (shipped
-    profile, measured at 500-10,000 nodes) is within the band of the real serial cycle here."""
+    profile, measured at 500-10,000 nodes) is within the band of the real serial cycle here.
+    The serial cycle is wall time: with more runnable tasks than cores it stretches by the time the
+    scheduler waited for a CPU (1.52 ms against 0.55 ms alone, beside a CPU hog and two other KWOK
+    clusters), so the band's upper end widens by 1 / (1 - the share of the run in which a task
+    waited, Linux PSI `some`); on an idle machine it stays 3."""
     sched = real["control_plane"]["scheduler"]
     serial, attempt = sched["serial_cycle_ms_mean"], sched["attempt_ms_mean"]
     cycle = sim["control_plane"]["scheduling_cycle_ms_mean"]
-    print(f"kube: real serial cycle {serial} ms, real attempt {attempt} ms, twin cycle {cycle} ms")
+    hi = BAND[1] / (1 - cpu_wait)
+    print(f"kube: real serial cycle {serial} ms, real attempt {attempt} ms, twin cycle {cycle} ms, "
+          f"CPU wait {cpu_wait:.2f}, band {BAND[0]:.2f}-{hi:.2f}")
     assert attempt > serial, sched
-    lo, hi = BAND
-    assert lo <= serial / cycle <= hi, (serial, cycle)
+    assert BAND[0] <= serial / cycle <= hi, (serial, cycle, cpu_wait)
