@@ -3,6 +3,7 @@ sdiag counts depth as the twin now does, and the twin's cost model prices the me
 within a wide band. The curve at 500-10,000 nodes is a benchmark (`make fidelity-scale-slurm`)."""
 import json
 
+import numpy as np
 import pytest
 
 from fakes.slurm.costcurve import main as costcurve
@@ -49,7 +50,9 @@ def test_fillers_cancelled_one_at_a_time_let_a_poll_see_a_cycle_that_starts_jobs
 def test_the_twin_prices_the_measured_cycles_within_a_band(curve):
     doc, out = curve
     cfg = slurm_curve.twin_config(slurm_curve.load_profile("local"))
-    rows = slurm_curve.compare(slurm_curve.load_curves(out), cfg, set())
+    # the lower quartile of each window: beside a CPU hog slurmctld's ~0.2 ms cycles were stretched
+    # to 1.8-12.7 ms in 8 of 13 polls (the mean came out 12.6x the twin); contention only adds time
+    rows = slurm_curve.compare(slurm_curve.load_curves(out), cfg, set(), stat=lambda v: np.percentile(v, 25))
     kinds = {r["figure"].split(",")[0] for r in rows}
     assert {"submit RPC (sdiag REQUEST_SUBMIT_BATCH_JOB mean)", "main cycle", "backfill pass"} <= kinds
     assert any(r["figure"] == "main cycle, jobs starting" for r in rows)

@@ -200,8 +200,10 @@ def twin_config(profile: Profile, over: dict[str, float] | None = None) -> dict:
     return cfg
 
 
-def compare(curves: list[dict], cfg: dict, hold_out: set[int]) -> list[dict]:
-    """Rows: nodes, figure, real (sdiag), sim (the twin's cost model on the same cycles), ratio."""
+def compare(curves: list[dict], cfg: dict, hold_out: set[int], stat=np.mean) -> list[dict]:
+    """Rows: nodes, figure, real (sdiag), sim (the twin's cost model on the same cycles), ratio.
+    `stat` summarises a window's cycles on both sides (the mean; a low quantile judges a machine
+    whose other load stretched some cycles, as contention only ever lengthens one)."""
     twin = target_class("slurm", "sim")
     rows = []
 
@@ -221,16 +223,16 @@ def compare(curves: list[dict], cfg: dict, hold_out: set[int]) -> list[dict]:
         for c in main_cycles(d):
             by_window.setdefault(c["window"], []).append(c)
         for win, cs in by_window.items():
-            real = np.mean([c["us"] for c in cs]) / 1e6
-            sim = np.mean([mc.cycle(c["pending"], c["started"], c["failed"], c["skipped"]) for c in cs])
+            real = stat([c["us"] for c in cs]) / 1e6
+            sim = stat([mc.cycle(c["pending"], c["started"], c["failed"], c["skipped"]) for c in cs])
             what = "jobs starting" if win == "start" else f"{win.split('-')[1]} pending, blocked"
             add(d, f"main cycle, {what}", real, sim, len(cs))
         by_window = {}
         for c in bf_cycles(d):
             by_window.setdefault(c["window"], []).append(c)
         for win, cs in by_window.items():
-            real = np.mean([c["us"] for c in cs]) / 1e6
-            sim = np.mean([bc.cycle(c["tested"], c["started"]) for c in cs])
+            real = stat([c["us"] for c in cs]) / 1e6
+            sim = stat([bc.cycle(c["tested"], c["started"]) for c in cs])
             add(d, f"backfill pass, {win.split('-')[1]} pending, blocked", real, sim, len(cs))
     return rows
 
