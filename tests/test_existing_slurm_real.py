@@ -138,6 +138,17 @@ class Cluster:
         return self.gangstorm("cluster", "down", "slurm", timeout=120)
 
 
+
+def only_the_foreign_job_is_left(cluster, foreign: str) -> None:
+    """The foreign job: same id, still RUNNING on its node; nothing carrying a run label is queued;
+    every node is back (none drained or down); `cluster down` leaves nothing."""
+    assert cluster.slurm("squeue", "-h", "-j", foreign, "-o", "%i|%T|%N").split() == [f"{foreign}|RUNNING|gpu-00000"]
+    comments = cluster.slurm("squeue", "-h", "-o", "%i|%k").splitlines()
+    assert [c for c in comments if "gangstorm.io/run=" in c] == [], comments
+    nodes = dict(line.split("|") for line in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T").split())
+    assert nodes == {"gpu-00000": "mixed", "gpu-00001": "idle", "gpu-00002": "idle", "gpu-00003": "idle"}, nodes
+    assert_down_clean(cluster)
+
 @pytest.fixture
 def cluster(tmp_path):
     need_slurm()
@@ -209,14 +220,7 @@ def test_a_run_next_to_a_foreign_job_never_touches_it(cluster, tmp_path):
     assert res["chaos_applied"]["node_fail"] == {"applied": 1, "unsupported": 0}
     assert res["chaos_applied"]["evict"]["applied"] >= 1
 
-    # The foreign job: same id, still RUNNING on its node.
-    assert cluster.slurm("squeue", "-h", "-j", foreign, "-o", "%i|%T|%N").split() == [f"{foreign}|RUNNING|gpu-00000"]
-    # Nothing carrying a run label is queued; every node is back (none drained or down).
-    comments = cluster.slurm("squeue", "-h", "-o", "%i|%k").splitlines()
-    assert [c for c in comments if "gangstorm.io/run=" in c] == [], comments
-    nodes = dict(line.split("|") for line in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T").split())
-    assert nodes == {"gpu-00000": "mixed", "gpu-00001": "idle", "gpu-00002": "idle", "gpu-00003": "idle"}, nodes
-    assert_down_clean(cluster)
+    only_the_foreign_job_is_left(cluster, foreign)
 
 
 @pytest.mark.real
@@ -285,12 +289,7 @@ def test_two_locust_workers_share_one_existing_slurm_polled_once_with_exact_merg
     assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
     assert merged == per_job
 
-    assert cluster.slurm("squeue", "-h", "-j", foreign, "-o", "%i|%T|%N").split() == [f"{foreign}|RUNNING|gpu-00000"]
-    comments = cluster.slurm("squeue", "-h", "-o", "%i|%k").splitlines()
-    assert [c for c in comments if "gangstorm.io/run=" in c] == [], comments
-    nodes = dict(line.split("|") for line in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T").split())
-    assert nodes == {"gpu-00000": "mixed", "gpu-00001": "idle", "gpu-00002": "idle", "gpu-00003": "idle"}, nodes
-    assert_down_clean(cluster)
+    only_the_foreign_job_is_left(cluster, foreign)
 
 
 def free_port() -> int:
