@@ -194,6 +194,7 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_at_10000_nodes_every_scheduler_has_a_finite_ceiling_and_a_named_bottleneck(tmp_path):
     p = ceiling_cli(str(ROOT / "scenarios" / "ceiling-10k.yaml"), "--out", str(tmp_path / "c"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
