@@ -105,5 +105,7 @@ def place(per_node: np.ndarray, leaf_of: np.ndarray, spine_of: np.ndarray, count
 
 
 def _sums(per_node: np.ndarray, group_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    groups = np.unique(group_of)
-    return groups, np.bincount(group_of, weights=per_node, minlength=int(groups.max()) + 1)[groups].astype(np.int64)
+    """The groups present (ascending, as np.unique gives them) and each one's total; bincount
+    instead of np.unique's sort, once per pod group."""
+    groups = np.flatnonzero(np.bincount(group_of))
+    return groups, np.bincount(group_of, weights=per_node)[groups].astype(np.int64)
