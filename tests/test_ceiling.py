@@ -193,6 +193,25 @@ def test_a_small_search_finds_a_ceiling_and_a_saturated_component_for_every_sche
     assert "Control-plane ceiling: p99 admission against churn" in (tmp_path / "c1" / "report.html").read_text()
 
 
+def test_the_kubernetes_gang_schedulers_break_at_their_own_serial_component(tmp_path):
+    """kube-gang and coscheduling bind through the same client as kube, so its rate limiter (api_qps
+    50) saturates first. Behind Kueue's admission cycles (12 ms each, 63% busy at the break)
+    kube-scheduler places the admitted pods one at a time (pod_bind_ms 12), and that loop saturates.
+    The twins are deterministic: exact multipliers."""
+    (tmp_path / "s.yaml").write_text(SMALL)
+    p = ceiling_cli("s.yaml", "--schedulers", "kube-gang,coscheduling,kueue", "--out", "c", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "c" / "ceiling.json").read_text())
+    got = {n: (c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"], c["saturated"], c["cap"])
+           for n, c in res["ceiling"].items()}
+    assert got == {"kube-gang": (913.3, 1086.0, "client-qps-limiter", None),
+                   "coscheduling": (913.3, 1086.0, "client-qps-limiter", None),
+                   "kueue": (1292.0, 1536.0, "scheduling-cycle", None)}
+    for name in got:
+        assert f"{name:<12} " in p.stdout
+    assert "kueue-admission-cycle" in saturation.COMPONENTS
+
+
 @pytest.mark.slow
 @pytest.mark.bench
 def test_at_10000_nodes_every_scheduler_has_a_finite_ceiling_and_a_named_bottleneck(tmp_path):

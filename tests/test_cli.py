@@ -25,14 +25,14 @@ def test_run_writes_summary_jobs_and_report(tmp_path):
     assert REQUIRED <= set(s) and s["complete"] is True
     assert set(s["fleet"]) >= {"nodes", "gpus_per_node", "leaf_size"} and s["fleet"]["nodes"] == 300
     assert {"jobs", "churn_multiplier", "arrival_rate_per_s", "offered_load"} <= set(s["workload"])
-    assert list(s["schedulers"]) == ["kube", "volcano", "ray", "slurm"]
+    assert list(s["schedulers"]) == ["kube-gang", "coscheduling", "kueue", "volcano", "ray", "slurm"]  # default set
     for sch in s["schedulers"].values():
         assert PER_SCHED <= set(sch) and sch["backend"] == "sim"
         assert {"p50", "p99", "p999", "max", "count"} <= set(sch["admission_s"])
         assert sch["jobs"]["submitted"] == s["workload"]["jobs"]
     rows = (tmp_path / "jobs.csv").read_text().splitlines()
-    assert len(rows) == 1 + 4 * s["workload"]["jobs"]
-    assert "| kube | sim |" in (tmp_path / "summary.md").read_text()
+    assert len(rows) == 1 + 6 * s["workload"]["jobs"]
+    assert "| kube-gang | sim |" in (tmp_path / "summary.md").read_text()
     assert f"results: {tmp_path}/summary.json" in r.stdout
 
 

@@ -25,7 +25,8 @@ def test_the_default_scenario_gives_all_three_budgets_in_a_small_run(tmp_path):
     small = sc.with_overrides(**{"fleet.nodes": 500, "duration_h": 1.0, "drain_h": 1.0, "warmup_h": 0})
     out = run(small, RunOptions(schedulers=sc.data["schedulers_enabled"], out_dir=tmp_path / "run",
                                 results_root=tmp_path, report=False, jobs_csv=False))
-    assert list(out["schedulers"]) == ["kube", "volcano", "ray", "slurm"]
+    # the schedulers a platform team chooses between for gangs (docs/default-scenario.md)
+    assert list(out["schedulers"]) == ["kube-gang", "coscheduling", "kueue", "volcano", "ray", "slurm"]
     for name, s in out["schedulers"].items():
         b = s["budgets"]
         assert b["admission"]["all"]["count"] > 0, name

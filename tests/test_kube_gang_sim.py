@@ -59,3 +59,96 @@ def test_the_sections_default_to_their_components_own_settings():
 def test_the_twin_refuses_a_topology_it_does_not_model():
     with pytest.raises(UserError, match="does not model TopologyAwareWorkloadScheduling"):
         sim("kube-gang", [job(0, 2)], nodes=4, overrides={"schedulers.kube-gang.topology": "leaf"})
+
+
+def test_the_ci_trace_of_the_three_new_schedulers_simulated(tmp_path):
+    """The twins on the trace the real CI run uses (tests/support/gangtrace.py, test_kube_gang_real.py),
+    with what issue 28 asks of it: partial-gang GPU-hours, tails by class, leaves spanned, Kueue's
+    queues. Exact, since the twins are deterministic; vanilla kube beside them for the contrast."""
+    import json
+
+    from loadgen.drive.comparative import RunOptions, run
+    from loadgen.input.scenario import load
+    from support.gangtrace import NEW_THREE, scenario
+    out = tmp_path / "run"
+    run(load(str(scenario(tmp_path))), RunOptions(schedulers=["kube", *NEW_THREE], out_dir=out,
+                                                  results_root=tmp_path, report=False))
+    s = json.loads((out / "summary.json").read_text())["schedulers"]
+    assert s["kube"]["partial_gang_gpu_hours"] == pytest.approx(0.84454, abs=1e-5)
+    assert s["kube-gang"]["partial_gang_gpu_hours"] == s["coscheduling"]["partial_gang_gpu_hours"] == 0
+    # Kueue admits the group whole, then kube-scheduler binds one pod every pod_bind_ms (12 ms)
+    assert s["kueue"]["partial_gang_gpu_hours"] == pytest.approx(0.000298, abs=1e-6)
+
+    def tails(name):
+        return {c: (round(b["admission_s"]["p50"], 2), round(b["admission_s"]["p99"], 2), b["admission_s"]["count"])
+                for c, b in s[name]["by_class"].items()}
+    # the gang twins bind the 1-GPU jobs at once and gang 1 (3 nodes) when gang 0 ends; Kueue adds its
+    # Workload creation (2.0 s) and ungate batch (1.1 s) to every job
+    assert tails("kube") == {"large": (115.05, 220.07, 4), "small": (45.09, 165.06, 29)}
+    assert tails("kube-gang") == tails("coscheduling") == {"large": (0.04, 145.06, 4), "small": (0.04, 55.05, 29)}
+    assert tails("kueue") == {"large": (3.13, 166.65, 4), "small": (3.12, 59.87, 29)}
+    # TAS puts a 2-node gang in one leaf; kube-scheduler's LeastAllocated spreads it over both
+    spans = {n: (s[n]["placement"]["leaves_spanned"]["mean"], s[n]["placement"]["large_in_one_leaf_share"])
+             for n in NEW_THREE}
+    assert spans == {"kube-gang": (2.0, 0.0), "coscheduling": (2.0, 0.0), "kueue": (1.5, 0.5)}
+    queues = s["kueue"]["control_plane"]["queues"]
+    assert {q: (f["workloads_admitted"], f["nominal_gpus"], f["borrowed_gpus_max"]) for q, f in queues.items()} == {
+        "q-a": (17, 16.0, 16.0), "q-b": (16, 16.0, 9.0)}
+
+
+@pytest.mark.parametrize("name", ["kube-gang", "coscheduling"])
+def test_an_evicted_member_is_replaced_alone_while_its_sibling_keeps_its_node(name):
+    """Neither gang plugin restarts the gang: the replacement pod meets the gang's quorum with the
+    members still bound (kube-gang: Permit counts assumed and assigned pods, ScheduledPodsCount,
+    v1.36.1 gangscheduling.go; coscheduling: Permit's assigned set, v0.34.7 core.go), so it is
+    bound alone, and the sibling's 8 GPUs count as a partial gang until then. Volcano, for
+    contrast, restarts the whole gang."""
+    from loadgen.model.target import ChaosAction
+    evict = [ChaosAction(t=20.0, kind="evict", params={"members": 1})]
+    _, rec, events = sim(name, [job(0, 2, dur=50)], nodes=4, end=300, chaos=evict, leaf_size=2)
+    mine = [(e.kind, e.members) for e in events if e.t >= 20.0]
+    assert mine[:4] == [(Kind.EVICTED, 1), (Kind.REQUEUED, 1), (Kind.BOUND, 2), (Kind.ADMITTED, 2)]
+    again = [e.t for e in events if e.kind is Kind.ADMITTED]
+    assert again[1] == pytest.approx(20.029, abs=0.001)
+    assert rec.partial_gpu_s == pytest.approx(8 * (again[1] - 20.019), abs=0.01)
+    _, rec, events = sim("volcano", [job(0, 2, dur=50)], nodes=4, end=300, chaos=evict, leaf_size=2)
+    assert [e.members for e in events if e.kind is Kind.EVICTED] == [0] and rec.partial_gpu_s == 0
+
+
+# The shipped chaos scenarios, small: every chaos kind reaches the three new schedulers through the
+# same vocabulary, and does the same to each (the plan is the scenario's, not the scheduler's).
+CHAOS = {
+    "evictions": {"evict": 387, "node_fail": 1, "node_recover": 1},
+    "etcd-quota": {"etcd_fill": 1, "etcd_recover": 1},
+    "fragmentation": {"prefill": 1},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(CHAOS))
+def test_every_chaos_kind_applies_to_the_kubernetes_gang_schedulers(scenario, tmp_path):
+    import json
+
+    from loadgen.drive.comparative import RunOptions, run
+    from loadgen.input.scenario import load
+    from support.gangtrace import NEW_THREE
+    from support.paths import ROOT
+    sc = load(str(ROOT / "scenarios" / f"{scenario}.yaml")).with_overrides(**{"fleet.nodes": 300, "duration_h": 3})
+    out = tmp_path / "run"
+    run(sc, RunOptions(schedulers=NEW_THREE, out_dir=out, results_root=tmp_path, report=False, jobs_csv=False))
+    s = json.loads((out / "summary.json").read_text())["schedulers"]
+    for name in NEW_THREE:
+        r, cp = s[name], s[name]["control_plane"]
+        assert {k: v["applied"] for k, v in r["chaos_applied"].items()} == CHAOS[scenario], name
+        assert all(v["unsupported"] == 0 for v in r["chaos_applied"].values()), name
+        if scenario == "evictions":
+            assert (cp["evictions"], cp["node_failures"]) == (387, 64), name
+            # a lost member is replaced alone: its siblings keep their GPUs while it waits for a node
+            assert r["partial_gang_gpu_hours"] > 0 and r["jobs"]["never_admitted"] == 0, name
+        elif scenario == "etcd-quota":
+            # etcd refuses every write for 30 min + recovery: creates fail after submit_timeout_s
+            assert (cp["nospace_seconds"], cp["recoveries"], r["failure_reasons"]) == (1920.0, 1, {"etcd-nospace": 56})
+        else:
+            assert cp["prefill_gpus"] == 120 and r["jobs"]["never_admitted"] == 0, name
+        if scenario != "evictions":
+            # whole-gang admission: nothing held partly, but Kueue's pods are bound one by one after it
+            assert (r["partial_gang_gpu_hours"] == 0) == (name != "kueue"), (name, r["partial_gang_gpu_hours"])

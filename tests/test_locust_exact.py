@@ -38,6 +38,8 @@ def test_merge_cp_sums_counters_keeps_settings():
     assert merge_cp([{"writes": 3, "api_qps": 50.0, "model": "simulated"},
                      {"writes": 4, "api_qps": 50.0, "model": "simulated"}]) == \
         {"api_qps": 50.0, "model": "simulated", "writes": 7}
+    assert merge_cp([{"queues": {"q-a": {"workloads_admitted": 2}}}, {"queues": {"q-b": {"workloads_admitted": 5}}}]) \
+        == {"queues": {"q-a": {"workloads_admitted": 2}, "q-b": {"workloads_admitted": 5}}}
 
 
 def _opts(path, **kw):
@@ -49,10 +51,11 @@ def _opts(path, **kw):
 SCENARIO = "name: t\nseed: 5\nduration_h: 1\ndrain_h: 0.5\nwarmup_h: 0.1\nfleet: {nodes: 300}\nworkload: {tenants: 5}\n"
 
 
-def test_two_shards_merge_into_exact_summary(tmp_path):
+@pytest.mark.parametrize("names", ["kube,slurm", "kube-gang,coscheduling,kueue"])
+def test_two_shards_merge_into_exact_summary(tmp_path, names):
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
-    st = settings(_opts(path))
+    st = settings(_opts(path, schedulers=names))
     plan = build(st)
     fired: list[tuple] = []
 
@@ -74,7 +77,7 @@ def test_two_shards_merge_into_exact_summary(tmp_path):
     assert collector.done(2)
     s = collector.summary(complete=True, write_jobs=True)
     assert (tmp_path / "out" / "summary.json").is_file() and (tmp_path / "out" / "jobs.csv").is_file()
-    for name in ("kube", "slurm"):
+    for name in names.split(","):
         r = s["schedulers"][name]
         assert r["jobs"]["submitted"] == len(plan.jobs)
         for cls, by in r["by_class"].items():
@@ -83,6 +86,11 @@ def test_two_shards_merge_into_exact_summary(tmp_path):
             assert round(by["admission_s"]["p999"] * 1000, 3) == pytest.approx(exact_quantile(admit, 0.999), abs=2e-3)
         late = r["generator_lateness_wall_s"]
         assert late["count"] == len(plan.jobs) and late["p50"] >= 0
+    if "kueue" in names:
+        # each shard runs its own tenants' ClusterQueues: the summary has every tenant's queue once
+        queues = s["schedulers"]["kueue"]["control_plane"]["queues"]
+        assert len(queues) == len(plan.tenants)
+        assert sum(q["workloads_admitted"] for q in queues.values()) == len(plan.jobs)
 
 
 @pytest.mark.parametrize("field,value,msg", [

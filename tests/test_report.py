@@ -120,6 +120,31 @@ def test_a_run_writes_its_report_with_every_number_from_summary_json(run_dir):
     assert len(html) < 1_500_000
 
 
+def test_the_kubernetes_gang_schedulers_get_their_rows_colours_and_kueues_queues(tmp_path):
+    """kube-gang, coscheduling and Kueue simulated on the CI trace (tests/support/gangtrace.py): a
+    row each in every table, a colour of their own in the figures, and Kueue's ClusterQueues in a
+    table of their own, every cell read back from summary.json."""
+    from loadgen.output.html.figures import color
+    from support.gangtrace import NEW_THREE, scenario
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "loadgen.cli.main", "run", str(scenario(tmp_path)), "--schedulers",
+                        ",".join(NEW_THREE), "--out", str(out), "--quiet"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    p = parse((out / "report.html").read_text())
+    check_cells(p.cells, summary["schedulers"])
+    metrics = {m for m, _, _ in p.cells}
+    for name in NEW_THREE:
+        assert {f"{name}.partial_gang_gpu_hours", f"{name}.by_class.large.admission_s.p99",
+                f"{name}.placement.leaves_spanned.mean"} <= metrics, name
+    for q in ("q-a", "q-b"):
+        for k in ("workloads_admitted", "admission_s.p99", "nominal_gpus", "borrowed_gpus_max", "evictions"):
+            assert f"kueue.control_plane.queues.{q}.{k}" in metrics
+    assert resolve(summary["schedulers"], "kueue.control_plane.queues.q-a.borrowed_gpus_max") == 16
+    assert len({color(n, NEW_THREE) for n in ["kube", "volcano", "ray", "slurm", *NEW_THREE]}) == 7
+
+
 def test_the_cdfs_pass_through_the_quantiles_in_summary_json(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     lat = read_admission(run_dir / "jobs.csv", list(summary["schedulers"]))

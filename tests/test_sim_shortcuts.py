@@ -1,5 +1,6 @@
 """Shortcuts taken for speed give exactly what the long way gave: the free-GPU histogram, the ready
-time of a gang when no node pulls, and the virtual runner's back-to-back wakeups."""
+time of a gang when no node pulls, the virtual runner's back-to-back wakeups, and Kueue TAS's
+node-level fill."""
 import numpy as np
 import pytest
 
@@ -38,6 +39,17 @@ def test_without_pulls_a_gang_is_ready_container_start_s_after_placement(nodes):
     by_node = cache.ready_at(1000.25, nodes)
     assert cache.gang_ready_at(1000.25, nodes) == max(by_node.values(), default=1000.25)
     assert cache.gang_ready_at(1000.25, iter(nodes)) == (1002.75 if nodes else 1000.25)
+
+
+def test_tas_node_fill_is_the_sorted_greedy_fill_over_every_node_with_room():
+    from fakes.kueue.tas import _fill, _fill_nodes, _sorted
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n = int(rng.integers(1, 40))
+        per_node = np.where(rng.random(n) < 0.3, 0, rng.integers(0, 5, n)).astype(np.int64)
+        for count in (1, 2, 3, 7, int(per_node.sum()), int(per_node.sum()) + 1):
+            long_way = _fill(_sorted({i: int(c) for i, c in enumerate(per_node) if c > 0}), count)
+            assert _fill_nodes(per_node, count) == long_way, (per_node.tolist(), count)
 
 
 class _SlowVirtualClock:

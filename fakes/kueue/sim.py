@@ -257,4 +257,7 @@ class SimKueue(KueueTraits, KubeFamily):
     def control_plane(self) -> dict:
         figures = self.kueue_figures()
         return {**super().control_plane(), "queues": figures.pop("queues"), "kueue": figures,
-                "busy_s": {**self.cp.busy_s(), "kueue-admission-cycle": round(self.cycles * self.cycle_s, 6)}}
+                # kube-scheduler places the admitted pods one at a time, pod_bind_ms each (_admit's
+                # binder_free): the ceiling search needs that serial resource's load too
+                "busy_s": {**self.cp.busy_s(), "kueue-admission-cycle": round(self.cycles * self.cycle_s, 6),
+                           "scheduling-cycle": round(self.counters.get("binds", 0) * self.pod_s, 6)}}

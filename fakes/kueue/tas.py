@@ -35,6 +35,27 @@ def _fill(domains: list[tuple[int, int]], count: int) -> list[tuple[int, int]]:
     return []
 
 
+def _fill_nodes(per_node: np.ndarray, count: int) -> list[tuple[int, int]]:
+    """_fill(_sorted(every node with room), count) without building and sorting a 10,000-entry
+    list per pod group: the same order (capacity descending, then node) from one lexsort, the
+    same greedy prefix and the same best fit (tests/test_sim_shortcuts.py checks it)."""
+    ids = np.flatnonzero(per_node > 0)
+    caps = per_node[ids]
+    order = np.lexsort((ids, -caps))
+    ids, caps = ids[order], caps[order]
+    before = count - np.concatenate(([0], np.cumsum(caps)[:-1]))     # pods left before each domain
+    last = np.flatnonzero(caps >= before)
+    if not len(last):
+        return []
+    i = int(last[0])
+    left = int(before[i])
+    # caps descend, so those that fit the rest are a run from i; the best fit is the first domain
+    # with the smallest of their capacities
+    fit = caps[i:][caps[i:] >= left]
+    best = i + int(np.flatnonzero(caps[i:] == fit[-1])[0])
+    return [(int(d), int(c)) for d, c in zip(ids[:i], caps[:i])] + [(int(ids[best]), left)]
+
+
 def _sorted(caps: dict[int, int]) -> list[tuple[int, int]]:
     return sorted(caps.items(), key=lambda kv: (-kv[1], kv[0]))
 
@@ -63,12 +84,16 @@ def place(per_node: np.ndarray, leaf_of: np.ndarray, spine_of: np.ndarray, count
             chosen = [("spine", s, n) for s, n in _fill(by_spine, count)]
     nodes: list[int] = []
     if chosen is None:                  # no request: straight to the nodes
-        for node, n in _fill(_sorted({i: int(c) for i, c in enumerate(per_node) if c > 0}), count):
+        for node, n in _fill_nodes(per_node, count):
             nodes += [node] * n
         return sorted(nodes)
+    spine_of_leaf = None
     for level, dom, n in chosen:
         if level == "spine":
-            kids = _sorted({lf: c for lf, c in leaves.items() if int(spine_of[_first(leaf_of, lf)]) == dom})
+            if spine_of_leaf is None:
+                first = np.unique(leaf_of, return_index=True)
+                spine_of_leaf = dict(zip(first[0].tolist(), spine_of[first[1]].tolist()))
+            kids = _sorted({lf: c for lf, c in leaves.items() if spine_of_leaf[lf] == dom})
             leaf_parts = _fill(kids, n)
         else:
             leaf_parts = [(dom, n)]
@@ -80,9 +105,7 @@ def place(per_node: np.ndarray, leaf_of: np.ndarray, spine_of: np.ndarray, count
 
 
 def _sums(per_node: np.ndarray, group_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    groups = np.unique(group_of)
-    return groups, np.bincount(group_of, weights=per_node, minlength=int(groups.max()) + 1)[groups].astype(np.int64)
-
-
-def _first(group_of: np.ndarray, g: int) -> int:
-    return int(np.flatnonzero(group_of == g)[0])
+    """The groups present (ascending, as np.unique gives them) and each one's total; bincount
+    instead of np.unique's sort, once per pod group."""
+    groups = np.flatnonzero(np.bincount(group_of))
+    return groups, np.bincount(group_of, weights=per_node)[groups].astype(np.int64)

@@ -133,7 +133,7 @@ def render_seeds(result: dict) -> str:
     lines = [f"SLO: admission p99 <= {slo:g} s and <= 1% never admitted; {result['nodes']:,} nodes, "
              f"{result['jobs_per_point']:,} jobs per point, backend {result['backend']}; {n} seeds "
              f"({', '.join(map(str, seeds.get('completed') or []))}); median [interval] over the seeds",
-             f"{'scheduler':<10} {'ceiling (churn x)':>28} {'jobs/s at it':>12}  saturated at the break (seeds)"]
+             f"{'scheduler':<12} {'ceiling (churn x)':>28} {'jobs/s at it':>12}  saturated at the break (seeds)"]
     m = marks({"schedulers": result["ceiling"], "significance": sig}, ALL, CEILING)
     for name, c in result["ceiling"].items():
         e = (c.get("spread") or {}).get(CEILING.name) or {}
@@ -141,7 +141,7 @@ def render_seeds(result: dict) -> str:
         ceil += f" {m[name]}" if name in m else ""
         sat = ", ".join(f"{k} x{v}" for k, v in (c.get("saturated_seeds") or {}).items())
         caps = ", ".join(f"{k} x{v}" for k, v in (c.get("cap_seeds") or {}).items())
-        lines.append(f"{name:<10} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}"
+        lines.append(f"{name:<12} {ceil:>28} {fixed(c.get('jobs_per_s'), 1):>12}  {sat}"
                      + (f" (search cap: {caps})" if caps else ""))
     if not sig.get("testable"):
         lines.append(too_few(n, sig))
@@ -159,7 +159,7 @@ def render(result: dict) -> str:
     slo = result["slo"]["admission_p99_s"]
     lines = [f"SLO: admission p99 <= {slo:g} s and <= 1% never admitted; {result['nodes']:,} nodes, "
              f"{result['jobs_per_point']:,} jobs per point, backend {result['backend']}",
-             f"{'scheduler':<10} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated "
+             f"{'scheduler':<12} {'ceiling':>9} {'broke at':>9} {'jobs/s':>8} {'pods/s':>8} {'points':>6}  saturated "
              "at the break"]
     for n, c in result["ceiling"].items():
         best, bad = c["ceiling_churn_multiplier"], c["broke_at_churn_multiplier"]
@@ -172,6 +172,6 @@ def render(result: dict) -> str:
         sat = NA if bad is None else (c["saturated"] or waited)
         if load is not None:
             sat += f" (load {load:.2f})"
-        lines.append(f"{n:<10} {label:>9} {significant(bad, unit='x'):>9} "
+        lines.append(f"{n:<12} {label:>9} {significant(bad, unit='x'):>9} "
                      f"{fixed(c['jobs_per_s']):>8} {fixed(c['pods_per_s']):>8} {c['points_run']:>6}  {sat}{cap}")
     return "\n".join(lines)

@@ -154,7 +154,7 @@ class ProgressBar:
 
     def _draw(self, name: str, frac: float, end: bool = False) -> None:
         n = int(self.width * min(frac, 1.0))
-        line = f"  {name:<8} [{'#' * n}{'.' * (self.width - n)}] {frac * 100:5.1f}% {time.monotonic() - self.t0:6.1f}s"
+        line = f"  {name:<12} [{'#' * n}{'.' * (self.width - n)}] {frac * 100:5.1f}% {time.monotonic() - self.t0:6.1f}s"
         self.stream.write(("\r" + line) if self.tty and not end else (("\r" if self.tty else "") + line + "\n"))
         self.stream.flush()
 

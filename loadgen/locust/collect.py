@@ -102,12 +102,21 @@ class LaneLog:
 
 
 def merge_cp(parts: list[dict]) -> dict:
-    """Shards' control-plane figures: counters that differ are summed; equal values (settings) kept once."""
+    """Shards' control-plane figures: counters that differ are summed; equal values (settings) kept
+    once. Tables (dicts) are joined key by key, the first shard's entry kept where several have one:
+    each shard runs its own tenants' queues, so Kueue's per-queue figures are the union."""
     out: dict = {}
     for key in sorted({k for p in parts for k in p}):
         vals = [p[key] for p in parts if key in p]
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
-        out[key] = sum(vals) if numeric and len(set(vals)) > 1 else vals[0]
+        if all(isinstance(v, dict) for v in vals):
+            joined: dict = {}
+            for v in vals:
+                for k, x in v.items():
+                    joined.setdefault(k, x)
+            out[key] = joined
+        else:
+            out[key] = sum(vals) if numeric and len(set(vals)) > 1 else vals[0]
     return out
 
 

@@ -15,7 +15,7 @@ from loadgen.model.target import Existing
 ARGS = [
     # dest, flag, default, help
     ("scenario", "--scenario", "scenarios/baseline-3x.yaml", "gangstorm scenario YAML"),
-    ("schedulers", "--schedulers", "kube", "comma-separated subset of kube,volcano,ray,slurm"),
+    ("schedulers", "--schedulers", "kube", f"comma-separated subset of {','.join(SCHEDULERS)}"),
     ("backend", "--backend", "sim", "sim (simulated scheduler, time-scaled) or real"),
     *[(o.dest, o.flag, f"{TIME_SCALE:g}" if o.dest == "time_scale" else "", f"{o.help} (empty = the scenario's)"
        if o.key else o.help) for o in OVERRIDES.values() if o.dest != "duration_h"],

@@ -2,12 +2,12 @@
 
 Every backend reports `control_plane["busy_s"]`, the seconds each serial resource was occupied
 (a scheduling loop's cycles, a client rate limiter's tokens at its full qps, slurmctld's locks,
-the GCS placement-group scheduler, the apiserver's mutating in-flight capacity, etcd refusing
-writes under NOSPACE; on real backends also the machine's cores, as the share busy while the point
-ran). Divided by the arrival window it is the load the arrivals put on that
-resource (busy seconds per second of arrivals; work left over from the window is done in the
-drain and still counts, so it can exceed 1): the resource that holds admission back reaches 1
-first, while the ones behind it cannot. The load generator's own lateness
+the GCS placement-group scheduler, Kueue's admission cycles (simulated only), the apiserver's
+mutating in-flight capacity, etcd refusing writes under NOSPACE; on real backends also the
+machine's cores, as the share busy while the point ran). Divided by the arrival window it is the
+load the arrivals put on that resource (busy seconds per second of arrivals; work left over from
+the window is done in the drain and still counts, so it can exceed 1): the resource that holds
+admission back reaches 1 first, while the ones behind it cannot. The load generator's own lateness
 is checked first: if it fell behind, the point measures the generator, not the scheduler.
 """
 from __future__ import annotations
@@ -22,6 +22,8 @@ COMPONENTS = {
     "apiserver-inflight": "the apiserver's mutating in-flight capacity (429 beyond it)",
     "etcd-quota": "etcd refusing writes under its NOSPACE alarm",
     "gcs-placement-groups": "the GCS placement-group scheduler (one group at a time)",
+    "kueue-admission-cycle": "Kueue's scheduler loop (one admission cycle at a time over the heads of every "
+                             "ClusterQueue)",
     "slurmctld-locks": "slurmctld's locks (submit and completion RPCs, main cycles, backfill)",
     "load-generator": "the load generator itself (it sent later than the intended submit time)",
     "host-cpu": "this machine's cores (real backends: the control plane, the fake fleet and the generator share them)",

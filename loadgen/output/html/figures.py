@@ -13,8 +13,10 @@ import numpy as np
 
 from loadgen.output.html import curves
 
-COLORS = {"kube": "#1f77b4", "volcano": "#ff7f0e", "ray": "#2ca02c", "slurm": "#d62728"}
-SPARE = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+# Each built-in scheduler keeps its colour in every report; a scheduler of one's own takes a spare.
+COLORS = {"kube": "#1f77b4", "volcano": "#ff7f0e", "ray": "#2ca02c", "slurm": "#d62728",
+          "kube-gang": "#9467bd", "coscheduling": "#8c564b", "kueue": "#17becf"}
+SPARE = ["#e377c2", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78", "#98df8a"]
 RC = {"svg.fonttype": "none", "svg.hashsalt": "gangstorm", "font.size": 9, "axes.titlesize": 10,
       "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6, "legend.fontsize": 8, "legend.frameon": False,
       "path.simplify": True, "axes.spines.top": False, "axes.spines.right": False, "lines.linewidth": 1.4}

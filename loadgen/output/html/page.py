@@ -92,9 +92,10 @@ def render_run(data: RunData) -> str:
     s = data.summary
     names = data.schedulers
     body = [_run_header(data)]
+    queues = '<a href="#queues">queues</a>' if _with_queues(s, names) else ""
     body.append('<nav><a href="#summary">summary</a><a href="#admission">admission</a><a href="#budgets">budgets</a>'
-                '<a href="#placement">placement</a><a href="#timeline">timeline</a><a href="#control-plane">control '
-                'plane</a><a href="#profile">calibration profile</a></nav>')
+                f'<a href="#placement">placement</a>{queues}<a href="#timeline">timeline</a><a href="#control-plane">'
+                'control plane</a><a href="#profile">calibration profile</a></nav>')
 
     # head to head
     body.append('<section id="summary"><h2>Head to head</h2>')
@@ -157,6 +158,7 @@ def render_run(data: RunData) -> str:
 
     body.append(_budgets_section(s, names, classes))
     body.append(_placement_section(s, names))
+    body.append(_queues_section(s, names))
 
     # timeline
     scale = {n: float(s["schedulers"][n].get("time_scale") or 1.0) for n in names}
@@ -289,6 +291,37 @@ def _placement_section(s: dict, names: list[str]) -> str:
                 out.append(f"<tr><th>{text(n)}</th><td>{text(k)}</td><td>{text(str(v))}</td></tr>")
         out.append("</tbody></table>")
     return "".join(out) + "</section>"
+
+
+QUEUE_COLS = (("workloads admitted", "workloads_admitted"), ("queued to admitted p50 s", "admission_s.p50"),
+              ("p99 s", "admission_s.p99"), ("max s", "admission_s.max"), ("nominal GPUs", "nominal_gpus"),
+              ("borrowed at most", "borrowed_gpus_max"), ("evicted", "evictions"))
+
+
+def _with_queues(s: dict, names: list[str]) -> list[str]:
+    return [n for n in names if isinstance((s["schedulers"][n].get("control_plane") or {}).get("queues"), dict)]
+
+
+def _queues_section(s: dict, names: list[str]) -> str:
+    """A scheduler's own queues (Kueue's ClusterQueues): admission inside the scheduler, quota and
+    borrowing per queue. Absent when no scheduler of the run has queues."""
+    have = _with_queues(s, names)
+    if not have:
+        return ""
+    out = ['<section id="queues"><h2>Queues</h2><p>Per queue of a scheduler that has its own (Kueue: one '
+           "ClusterQueue per tenant queue, all in one cohort): Workloads admitted, the time from entering the queue "
+           "to admitted, the nominal GPU quota, the most GPUs borrowed from the cohort at once and the Workloads "
+           "evicted by preemption.</p>",
+           '<div class="scroll"><table><thead><tr><th>scheduler</th><th>queue</th>'
+           + "".join(f'<th class="num">{text(h)}</th>' for h, _ in QUEUE_COLS) + "</tr></thead><tbody>"]
+    for n in have:
+        for q, figures in s["schedulers"][n]["control_plane"]["queues"].items():
+            if "." in str(q) or not isinstance(figures, dict):
+                continue
+            base = f"{n}.control_plane.queues.{q}"
+            out.append(f"<tr><th>{text(n)}</th><td>{text(q)}</td>"
+                       + "".join(cell(get(figures, k), f"{base}.{k}") for _, k in QUEUE_COLS) + "</tr>")
+    return "".join(out) + "</tbody></table></div></section>"
 
 
 def _run_header(data: RunData) -> str:
