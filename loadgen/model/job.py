@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
+from loadgen.model.gpushare import GpuShare, parse_share
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
@@ -23,18 +25,35 @@ class Job:
     cpus_per_member: int = 0
     priority: int = 0
     name: str = ""
+    share: str = ""         # "" whole GPUs, else one slice of one GPU: loadgen.model.gpushare's text form
+    gpu_spec: str = ""      # GPU models the job accepts, "|"-separated catalogue names ("" any), as openb's gpu_spec
 
     @property
     def gpus(self) -> int:
+        """Whole GPUs asked for; a shared member counts as one GPU here (see `gpu_share`)."""
         return self.members * self.gpus_per_member
+
+    @property
+    def gpu_share(self) -> GpuShare:
+        """The parsed share each member takes (WHOLE unless `share` names a slice)."""
+        return parse_share(self.share, f"job {self.id}: share")
 
     @property
     def whole_node(self) -> bool:
         """8-GPU members take a whole node (exclusive) on every backend."""
         return self.gpus_per_member >= 8
 
+    @property
+    def gpu_models(self) -> tuple[str, ...]:
+        """The GPU models this job accepts (empty: any)."""
+        return tuple(m for m in self.gpu_spec.split("|") if m)
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        row = asdict(self)
+        for key in ("share", "gpu_spec"):
+            if not row[key]:
+                del row[key]     # whole-GPU traces stay as they were before shares existed
+        return json.dumps(row, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, row: dict) -> Job:
