@@ -52,6 +52,11 @@ class Snapshot:
     partial_gangs: int
     running_jobs: int
     control_plane: dict[str, Any] = field(default_factory=dict)
+    # fleets with node pools only (GPU sharing), in GPUs: capacity_gpus, allocated_compute_gpus and
+    # allocated_memory_gpus (slices at their compute / memory share), fragmented_gpus (ATC '23:
+    # free capacity a task of the workload's shape mix cannot use), stranded_gpus (free capacity on
+    # partly used GPUs that no pending member can use)
+    gpu_sharing: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,17 @@ class Target(ABC):
     def topology(cls, cfg: dict[str, Any]) -> dict[str, Any]:
         """The scheduler's settings that decide how gangs land on the leaf/spine fabric."""
         return {}
+
+    @classmethod
+    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The placement policies the scheduler offers (GPU sharing results name them): policy name ->
+        the settings of its scenario section that select it, starting from `cfg`."""
+        return {"default": {}}
+
+    @classmethod
+    def placement_policy(cls, cfg: dict[str, Any]) -> str:
+        """The name of the placement policy `cfg` selects (one of placement_policies' names)."""
+        return "default"
 
     @classmethod
     def prometheus_queries(cls, window: str) -> dict[str, str]:

@@ -64,6 +64,9 @@ def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str,
            **summarize(rec, fleet.total_gpus, end_s, rec.window, scenario.section("cost"))}
     out["placement"] = placement.quality(rec, fleet)
     out["topology"] = target_class(name, backend).topology(scenario.scheduler_config(name))
+    if "gpu_sharing" in out:
+        policy = target_class(name, backend).placement_policy(scenario.scheduler_config(name))
+        out["gpu_sharing"]["placement_policy"] = policy
     out["control_plane"] = control_plane
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)
