@@ -1,5 +1,6 @@
 """What the kube backend advertises and requests for GPU slices, and how it books the scheduler's
 decisions: exact objects and numbers, no cluster (tests/test_kube_gpushare_real.py runs them)."""
+import numpy as np
 import pytest
 
 from fakes.kube import deviceplugin, dra
@@ -101,21 +102,34 @@ def test_an_allocated_claim_reads_back_as_node_device_and_share():
     assert dra.allocated({"metadata": {}, "status": {}}) == []
 
 
-def test_the_book_counts_compute_and_memory_and_records_an_overrun():
+def test_the_book_counts_compute_memory_fragments_and_records_an_overrun():
     book = SliceBook(MIXED)
-    assert book.place("a", 0, 0, parse_share("mig:3g.40gb"), 4)
-    assert book.place("b", 1, 0, parse_share("milli:250"))
-    assert book.place("c", 3, 1, parse_share(""))
-    assert book.place("d", 0, 0, parse_share("mig:4g.40gb"), 0)                  # 4g at 0 fits beside 3g at 4
-    assert not book.place("e", 0, 0, parse_share("mig:1g.10gb"), 5)               # overlaps the 3g at 4
+    assert book.place_at("a", 0, 0, parse_share("mig:3g.40gb"), 4)
+    assert book.place_at("b", 1, 0, parse_share("milli:250"))
+    assert book.place_at("c", 3, 1, parse_share(""))
+    assert book.place_at("d", 0, 0, parse_share("mig:4g.40gb"), 0)      # 4g at 0 fits beside 3g at 4
+    assert not book.place_at("e", 0, 0, parse_share("mig:1g.10gb"), 5)  # overlaps the 3g at 4
     assert book.overruns == ["e: mig:1g.10gb on node 0 GPU 0 start 5"]
-    fig = book.figures()
-    assert fig["capacity_gpus"] == 8.0
+    up = np.ones(4, dtype=bool)
+    fig = book.sample({("milli:500", 1, ""): 1}, set(), up)
+    assert fig["capacity_gpus"] == 8.0 and fig["allocated_whole_gpus"] == 1.0
     assert fig["allocated_compute_gpus"] == pytest.approx(3 / 7 + 4 / 7 + 0.25 + 1)
     assert fig["allocated_memory_gpus"] == pytest.approx(4 / 8 + 4 / 8 + 0.25 + 1)
+    # a milli:500 task fits only the fraction node's GPUs; the MIG node's idle GPU 1, the shards
+    # node's two and the whole node's GPU 0 are free capacity it cannot use
+    assert fig["fragmented_gpus"] == pytest.approx(1 + 2 + 1)
     assert list(book.whole_per_node()) == [0, 0, 0, 1]
     book.release("a")
-    assert book.figures()["slices_held"] == 3
+    assert len(book.placements()) == 3
+
+
+def test_the_device_plugin_booking_takes_the_first_gpu_with_room():
+    f = fleet(NodePool("mig", 1, "h100-80gb", Sharing("mig", LAYOUT)))
+    book = SliceBook(f)
+    assert all(book.place_on_node(f"p{i}", 0, parse_share("mig:1g.10gb")) for i in range(4))
+    assert sorted((p["gpu"], p["start"]) for p in book.placements()) == [(0, 2), (0, 3), (1, 2), (1, 3)]
+    assert not book.place_on_node("p4", 0, parse_share("mig:1g.10gb"))
+    assert book.overruns == ["p4: mig:1g.10gb on node 0: no GPU has room"]
 
 
 def test_pod_spec_limits_every_extended_resource_and_names_its_claims():

@@ -93,7 +93,7 @@ def _booked(target, job_id):
     if target.gpu_api == "device_plugin":
         return uid is not None and target.book.holds(uid)
     claims = target.claim_watch.known.values()
-    return any(c["metadata"]["uid"] in target.book.held and
+    return any(target.book.holds(c["metadata"]["uid"]) and
                any(o.get("uid") == uid for o in c["metadata"].get("ownerReferences") or []) for c in claims)
 
 

@@ -24,6 +24,7 @@ from loadgen.model.gpushare import GpuShare
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+PRODUCT = "nvidia.com/gpu.product"      # the node label Fleet.node_labels sets to the GPU model
 
 
 def mig_resource(profile: str) -> str:
@@ -68,3 +69,11 @@ def member_requests(share: GpuShare, gpus: int) -> dict[str, str]:
     if share.kind == "mig":
         return {mig_resource(share.profile): "1"}
     raise UserError(f"share {share}: the device plugin has no resource for it; use kube.gpu_api: dra")
+
+
+def model_affinity(models: tuple[str, ...]) -> dict:
+    """Pod spec fields keeping a member on nodes of the GPU `models` it accepts (none: any)."""
+    if not models:
+        return {}
+    term = {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": list(models)}]}
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}}

@@ -141,12 +141,13 @@ def _attr(name: str) -> str:
     return f'device.attributes["{DRIVER}"].{name}'
 
 
-def template_name(share: GpuShare, gpus: int) -> str:
-    return f"gpu-{slug(share.text) or 'whole'}-x{gpus}"
+def template_name(share: GpuShare, gpus: int, models: tuple[str, ...] = ()) -> str:
+    return f"gpu-{slug(share.text) or 'whole'}-x{gpus}" + "".join(f"-{slug(m)}" for m in models)
 
 
-def claim_template(share: GpuShare, gpus: int) -> dict[str, Any]:
-    """The ResourceClaimTemplate a member with `share` (whole: `gpus` GPUs) names in its pod."""
+def claim_template(share: GpuShare, gpus: int, models: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ResourceClaimTemplate a member with `share` (whole: `gpus` GPUs) names in its pod,
+    on a GPU of one of `models` (catalogue names, as Job.gpu_spec lists them; empty: any)."""
     exactly: dict[str, Any] = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": 1}
     if share.is_whole:
         exactly["count"] = gpus
@@ -158,16 +159,18 @@ def claim_template(share: GpuShare, gpus: int) -> dict[str, Any]:
         cap = "milli" if share.kind == "milli" else "shards"
         sel = f'{_attr("mode")} == "{mode}"'
         exactly["capacity"] = {"requests": {cap: str(share.amount)}}
+    if models:
+        sel += f' && {_attr("model")} in [{", ".join(chr(34) + m + chr(34) for m in models)}]'
     exactly["selectors"] = [{"cel": {"expression": sel}}]
     ann = {SHARE_ANNOTATION: share.text or f"whole:{gpus}"}
     return {"apiVersion": API, "kind": "ResourceClaimTemplate",
-            "metadata": {"name": template_name(share, gpus), "annotations": ann},
+            "metadata": {"name": template_name(share, gpus, models), "annotations": ann},
             "spec": {"metadata": {"annotations": ann}, "spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
 
 
-def pod_claim_fields(share: GpuShare, gpus: int) -> dict[str, Any]:
+def pod_claim_fields(share: GpuShare, gpus: int, models: tuple[str, ...] = ()) -> dict[str, Any]:
     """The pod spec's resourceClaims entry for the member's template."""
-    return {"resourceClaims": [{"name": CLAIM, "resourceClaimTemplateName": template_name(share, gpus)}]}
+    return {"resourceClaims": [{"name": CLAIM, "resourceClaimTemplateName": template_name(share, gpus, models)}]}
 
 
 @dataclass(frozen=True)

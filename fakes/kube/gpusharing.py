@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from functools import partial
 from typing import Any
 
@@ -66,6 +65,7 @@ class KubeGpuSharing:
         self.templates: set[str] = set()
         self.claim_watch: ClaimWatch | None = None
         self.slice_samples: list[dict[str, float]] = []
+        self.shapes: dict[tuple[str, int, str], int] = {}   # the arrived jobs' task shapes -> count
         self.slice_log: list[dict[str, Any]] = []       # every placement, as the scheduler decided it
 
     # --- cluster ----------------------------------------------------------------------------------
@@ -105,23 +105,24 @@ class KubeGpuSharing:
     def member_resources(self, job) -> tuple[dict[str, str], dict[str, Any], tuple[str, ...]]:
         """(container requests for GPUs, pod spec fields, container claim names) of one member."""
         share: GpuShare = job.gpu_share
+        models = job.gpu_models
         if self.gpu_api == "dra":
-            self._ensure_template(share, job.gpus_per_member)
-            return {}, dra.pod_claim_fields(share, job.gpus_per_member), (dra.CLAIM,)
+            self._ensure_template(share, job.gpus_per_member, models)
+            return {}, dra.pod_claim_fields(share, job.gpus_per_member, models), (dra.CLAIM,)
         if self.gpu_api == "device_plugin":
-            return deviceplugin.member_requests(share, job.gpus_per_member), {}, ()
+            return deviceplugin.member_requests(share, job.gpus_per_member), deviceplugin.model_affinity(models), ()
         if not share.is_whole:
             raise UserError(f"job {job.id}: share {share} needs a fleet with node pools that share GPUs")
         return {deviceplugin.GPU: str(job.gpus_per_member)}, {}, ()
 
-    def _ensure_template(self, share: GpuShare, gpus: int) -> None:
-        """The claim template for (share, gpus), created once on the caller's thread before the
-        first pod that names it (a pod naming a missing template waits on the claim controller)."""
-        name = dra.template_name(share, gpus)
+    def _ensure_template(self, share: GpuShare, gpus: int, models: tuple[str, ...]) -> None:
+        """The claim template for (share, gpus, models), created once on the caller's thread before
+        the first pod that names it (a pod naming a missing template waits on the claim controller)."""
+        name = dra.template_name(share, gpus, models)
         if name in self.templates:
             return
         self._retry(partial(self.resource_api.create_namespaced_resource_claim_template, self.ns,
-                            dra.claim_template(share, gpus), _preload_content=False, _request_timeout=60))
+                            dra.claim_template(share, gpus, models), _preload_content=False, _request_timeout=60))
         self.templates.add(name)
 
     # --- where slices landed ----------------------------------------------------------------------
@@ -133,7 +134,7 @@ class KubeGpuSharing:
         if i is None:
             return
         job = self.gangs[pod.job].job
-        before = len(self.book.held.get(pod.uid, ()))
+        before = len(self.book.holdings.get(pod.uid, ()))
         self.book.place_on_node(pod.uid, i, job.gpu_share, job.gpus_per_member)
         self._log_placements(t, pod.uid, before)
 
@@ -155,31 +156,43 @@ class KubeGpuSharing:
             if i is None or ref is None:
                 self._count("claims_on_unknown_devices")
                 continue
-            self.book.place(uid, i, ref.gpu, d.share, ref.start)
+            self.book.place_at(uid, i, ref.gpu, d.share, ref.start)
         self._log_placements(t, uid, 0)
 
     def _log_placements(self, t: float, holder: str, before: int) -> None:
-        for p in self.book.held.get(holder, [])[before:]:
-            self.slice_log.append({"t": round(t, 3), "node": self.node_names[p.node], "gpu": p.gpu,
-                                   "share": p.slot.share.text or "whole",
-                                   **({"start": p.slot.start} if p.slot.start >= 0 else {})})
+        for node, gpu, slot in self.book.holdings.get(holder, [])[before:]:
+            self.slice_log.append({"t": round(t, 3), "node": self.node_names[node], "gpu": gpu,
+                                   "share": slot.share.text or "whole",
+                                   **({"start": slot.start} if slot.start >= 0 else {})})
 
     def sharing_used(self, used: np.ndarray) -> np.ndarray:
         """Whole GPUs held per node: DRA claims hold whole GPUs too (their pods request none)."""
         return used + self.book.whole_per_node() if self.gpu_api == "dra" else used
 
     def sharing_snapshot(self, snap: Snapshot) -> Snapshot:
-        """Sample the book; the Snapshot carries it where it has a field for it."""
+        """The book's slice figures now (the twins' keys) as the Snapshot's gpu_sharing."""
         if self.book is None:
             return snap
-        fig = self.book.figures()
-        self.slice_samples.append(fig)
-        if "gpu_sharing" in {f.name for f in fields(Snapshot)}:
-            snap.gpu_sharing = {k: v for k, v in fig.items() if k != "slices_held"}
+        pending = {self._shape(g.job) for g in self.gangs.values() if g.admitted_t is None}
+        up = np.ones(self.fleet.nodes, dtype=bool)
+        up[sorted(self.down)] = False
+        snap.gpu_sharing = self.book.sample(self.shapes, pending, up)
+        self.slice_samples.append(snap.gpu_sharing)
         return snap
 
+    @staticmethod
+    def _shape(job) -> tuple[str, int, str]:
+        """A job's task shape as the twins' fragmentation measure weighs it."""
+        return job.share, job.gpus_per_member, job.gpu_spec
+
+    def note_shape(self, job) -> None:
+        if self.book is not None:
+            key = self._shape(job)
+            self.shapes[key] = self.shapes.get(key, 0) + 1
+
     def sharing_figures(self) -> dict[str, Any]:
-        """The slice-level result of the real scheduler's decisions (time averages over snapshots)."""
+        """The slice-level result of the real scheduler's decisions: time averages over every
+        snapshot of the run (summary.json's gpu_sharing averages over the measurement window)."""
         if self.book is None:
             return {}
         rows = self.slice_samples
@@ -193,6 +206,7 @@ class KubeGpuSharing:
             by_share[p["share"]] = by_share.get(p["share"], 0) + 1
         return {"gpu_api": self.gpu_api, "allocation_ratio": mean("allocated_compute_gpus"),
                 "allocation_ratio_memory": mean("allocated_memory_gpus"),
+                "fragmentation_ratio": mean("fragmented_gpus"), "stranded_ratio": mean("stranded_gpus"),
                 "allocation_ratio_peak": round(max((r["allocated_compute_gpus"] for r in rows), default=0.0) / cap, 6),
                 "samples": len(rows), "slices_placed": len(self.slice_log), "slices_by_share": by_share,
                 "capacity_overruns": len(self.book.overruns), "overrun_examples": self.book.overruns[:5],

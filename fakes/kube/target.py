@@ -109,6 +109,8 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
     def submit(self, job: Job, now: float) -> list[Event]:
         """Create the gang's pods back to back on the pool; SUBMITTED once all are accepted."""
         self.clock.sync(now)
+        if job.id not in self.gangs:
+            self.note_shape(job)
         gang = self.gangs.setdefault(job.id, KubeGang(job, first_try=now))
         for m in range(job.members):
             self._create_pod(gang, m, f"j{job.id}-m{m}")
