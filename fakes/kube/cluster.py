@@ -295,9 +295,11 @@ class KubeCluster:
                               capture_output=True, text=True, timeout=timeout,
                               start_new_session=True, env={**os.environ, "ETCDCTL_API": "3"})
 
-    def create_nodes(self, fleet, threads: int = 16, first: int = 0, count: int | None = None) -> float:
-        """Register fleet nodes first..first+count as KWOK nodes; returns seconds taken."""
-        return create_nodes(self.api_client(threads), fleet, threads, first, count)
+    def create_nodes(self, fleet, threads: int = 16, first: int = 0, count: int | None = None,
+                     body=None) -> float:
+        """Register fleet nodes first..first+count as KWOK nodes (body(fleet, i), default
+        node_body); returns seconds taken."""
+        return create_nodes(self.api_client(threads), fleet, threads, first, count, body)
 
     # -- detached (gangstorm cluster up) --------------------------------------------------------
     def detach(self) -> dict[str, Any]:
@@ -367,12 +369,13 @@ def ready_nodes(api, names: set[str] | None = None) -> int:
 
 
 def node_body(fleet, i: int, name: str | None = None, labels: dict[str, str] | None = None,
-              kwok_annotation: bool = True) -> dict:
-    """Fleet node i as a fake Node. The kwokctl clusters' own kwok manages nodes annotated
+              kwok_annotation: bool = True, gpus=None) -> dict:
+    """Fleet node i as a fake Node; `gpus(fleet, i)` says what GPU resources its capacity lists
+    (default: nvidia.com/gpu, the fleet's count). The kwokctl clusters' own kwok manages nodes annotated
     kwok.x-k8s.io/node=fake; a run on an existing cluster leaves the annotation off and runs its
     own kwok for its run-labelled nodes (fakes/kube/attached.py), so the two never share a node."""
     cap = {"cpu": str(fleet.cpus_per_node), "memory": f"{fleet.memory_gib_per_node}Gi",
-           "nvidia.com/gpu": str(fleet.gpus_per_node), "pods": "110"}
+           **(gpus(fleet, i) if gpus else {"nvidia.com/gpu": str(int(fleet.gpus_of[i]))}), "pods": "110"}
     name = name or fleet.node_name(i)
     ann = {"node.alpha.kubernetes.io/ttl": "0", **({KWOK_NODE_ANNOTATION: "fake"} if kwok_annotation else {})}
     base = {"type": "kwok"} if kwok_annotation else {}

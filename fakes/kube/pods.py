@@ -39,12 +39,17 @@ def go_duration(seconds: float) -> str:
     return f"{max(seconds, 0.001):.3f}s"
 
 
-def pod_spec(requests: dict[str, str], **fields: Any) -> dict[str, Any]:
-    """A pod spec asking for `requests` (the GPUs also as limits), gone at once when deleted."""
+def pod_spec(requests: dict[str, str], claims: tuple[str, ...] = (), **fields: Any) -> dict[str, Any]:
+    """A pod spec asking for `requests` (extended resources such as GPUs and MIG instances also as
+    limits, as the apiserver requires) and using the pod's resource `claims` by name, gone at once
+    when deleted."""
+    limits = {k: v for k, v in requests.items() if "/" in k}
+    resources: dict[str, Any] = {"requests": requests, "limits": limits}
+    if claims:
+        resources["claims"] = [{"name": c} for c in claims]
     return {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": False,      # no token volume: smaller, cheaper pods
-            "containers": [{"name": "main", "image": "gangstorm/fake",
-                            "resources": {"requests": requests, "limits": {GPU: requests[GPU]}}}],
+            "containers": [{"name": "main", "image": "gangstorm/fake", "resources": resources}],
             **fields}
 
 

@@ -19,20 +19,24 @@ import numpy as np
 
 from fakes.kube import metrics as kube_metrics
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
-from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
+from fakes.kube.gpusharing import KubeGpuSharing
+from fakes.kube.pods import COMPLETE_AFTER, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
 from fakes.kube.traits import KubeTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import TargetContext
+from loadgen.model.target import Snapshot, TargetContext
 
 SCORING = {"least_allocated": "LeastAllocated", "most_allocated": "MostAllocated"}
 
 
-def scheduler_config(cfg: dict) -> dict:
-    """KubeSchedulerConfiguration for the scenario's kube section."""
+def scheduler_config(cfg: dict, gpu_resources: list[str] | None = None) -> dict:
+    """KubeSchedulerConfiguration for the scenario's kube section; `gpu_resources` are the
+    extended resources scored at gpu_weight (default nvidia.com/gpu; a MIG fleet adds its
+    nvidia.com/mig-* resources)."""
+    weight = int(cfg.get("gpu_weight", 3))
     resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
-                 {"name": "nvidia.com/gpu", "weight": int(cfg.get("gpu_weight", 3))}]
+                 *({"name": r, "weight": weight} for r in gpu_resources or ["nvidia.com/gpu"])]
     scoring = cfg.get("scoring", "least_allocated")
     profile: dict[str, Any] = {"schedulerName": "default-scheduler", "pluginConfig": []}
     if scoring == "balanced_allocation":
@@ -65,11 +69,12 @@ class KubeGang(Gang):
     finish_at: float | None = None                        # completion "adapter": when to end it
 
 
-class RealKube(KubeTraits, RealKubeFamily):
+class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
     name = "kube"
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
+        self._init_sharing()
         self.completion = self.cfg.get("completion", "adapter")   # adapter | kwok
         self.retries: list[tuple[float, str, int, dict]] = []    # heap of (due, pod, job id, body)
         self.pod_sent: dict[str, float] = {}                # pod -> client sent the create (pool thread)
@@ -83,7 +88,16 @@ class RealKube(KubeTraits, RealKubeFamily):
                         created={f"j{job.id}-m{m}" for m in range(job.members)})
 
     def scheduler_profile(self) -> dict:
-        return scheduler_config(self.cfg)
+        return scheduler_config(self.cfg, self.scoring_resources() or None)
+
+    def cluster_options(self) -> dict[str, Any]:
+        return {**super().cluster_options(), **self.sharing_cluster_options()}
+
+    def stop(self) -> None:
+        if self.claim_watch is not None:
+            self.claim_watch.stop()
+        super().stop()
+        self.save_slice_log(self.ctx.run_dir)
 
     def _scheduler_figures(self) -> dict[str, Any]:
         url = self.cluster.scheduler_metrics_url
@@ -95,6 +109,8 @@ class RealKube(KubeTraits, RealKubeFamily):
     def submit(self, job: Job, now: float) -> list[Event]:
         """Create the gang's pods back to back on the pool; SUBMITTED once all are accepted."""
         self.clock.sync(now)
+        if job.id not in self.gangs:
+            self.note_shape(job)
         gang = self.gangs.setdefault(job.id, KubeGang(job, first_try=now))
         for m in range(job.members):
             self._create_pod(gang, m, f"j{job.id}-m{m}")
@@ -104,10 +120,11 @@ class RealKube(KubeTraits, RealKubeFamily):
         job = gang.job
         ann = {COMPLETE_AFTER: go_duration(job.duration_s)} if self.completion == "kwok" else {}
         ann.update(self.startup_annotations())
+        gpus, claim_fields, claims = self.member_resources(job)
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "annotations": ann, "labels": {**self.labels(job), **self.gang_labels(job)}},
-                "spec": pod_spec({GPU: str(job.gpus_per_member), "cpu": str(max(job.cpus_per_member, 1)),
-                                  "memory": "1Gi"}, **self.pod_fields(), **self.gang_fields(job))}
+                "spec": pod_spec({**gpus, "cpu": str(max(job.cpus_per_member, 1)), "memory": "1Gi"}, claims,
+                                 **self.pod_fields(), **self.gang_fields(job), **claim_fields)}
         gang.pods[name] = member
         self.pool.submit(self._create_one, job.id, name, body)
 
@@ -186,6 +203,18 @@ class RealKube(KubeTraits, RealKubeFamily):
         sent = self.pod_sent.pop(pod.name, None)
         if sent is not None:
             self.pod_latency.append(t - sent)
+        if self.book is not None:
+            self._book_pod(t, pod)
+
+    def _released(self, t: float, pod: PodView) -> None:
+        if self.book is not None:
+            self._unbook_pod(t, pod)
+
+    def used_per_node(self):
+        return self.sharing_used(super().used_per_node()) if self.book is not None else super().used_per_node()
+
+    def snapshot(self, now: float) -> Snapshot:
+        return self.sharing_snapshot(super().snapshot(now))
 
     def _lost(self, gang: KubeGang, t: float, pod: PodView, reason: str) -> None:
         """As with a Job controller, the lost pod is recreated and its siblings keep their nodes
@@ -201,6 +230,8 @@ class RealKube(KubeTraits, RealKubeFamily):
 
     def control_plane(self) -> dict[str, Any]:
         out = super().control_plane()
+        if self.book is not None:
+            out["gpu_slices"] = self.sharing_figures()
         lat = np.array(self.pod_latency)
         if self.client_pace:
             out["client_pace_ms"] = round(float(np.median(self.client_pace)) * 1000.0, 3)

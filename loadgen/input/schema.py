@@ -176,6 +176,10 @@ SCENARIO = {
             "node_threads": Field(int, 16, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
             "cluster_name": Field(str, "gangstorm"),
+            # how GPU slices reach kube-scheduler (fakes/kube/gpusharing.py): NVIDIA device plugin
+            # extended resources (whole GPUs, fixed MIG layouts), DRA ResourceSlices (every mode), or
+            # auto: the device plugin where it can express the fleet's pools, else DRA
+            "gpu_api": Field(str, "auto", choices=("auto", "device_plugin", "dra")),
         },
         "volcano": {
             "schedule_period_s": Field(NUM, 1.0, lo=0.01, source=VC_SCHED + " (--schedule-period)"),

@@ -109,3 +109,6 @@ class RealKubeFamily(ClusterSetup, PodEvents, ClientCalls, ControlPlaneScrape, C
 
     def _placed(self, t: float, pod: PodView) -> None:
         """A pod started holding its GPUs on a node."""
+
+    def _released(self, t: float, pod: PodView) -> None:
+        """A pod stopped holding its GPUs (it ended or was deleted)."""

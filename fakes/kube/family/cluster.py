@@ -75,8 +75,10 @@ class ClusterSetup:
         self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
         for ns in (self.ns, self.fill_ns):
             self.api.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
-        self.figures["nodes_registered_s"] = round(
-            self.cluster.create_nodes(self.fleet, threads=int(self.cfg.get("node_threads", 16))), 2)
+        self.figures["nodes_registered_s"] = round(self.cluster.create_nodes(
+            self.fleet, threads=int(self.cfg.get("node_threads", 16)),
+            body=lambda fleet, i: node_body(fleet, i, gpus=self.node_gpus)), 2)
+        self._publish_devices(threads)
         self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
         self.figures["nodes"] = self.fleet.nodes
         self._wait_service_account()
@@ -167,12 +169,20 @@ class ClusterSetup:
         self.cluster.start_kwok(f"{RUN_LABEL}={self.label}")
         self.figures["nodes_registered_s"] = round(create_nodes(
             self.cluster.api_client(threads), self.fleet, threads,
-            body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False)), 2)
+            body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False, gpus=self.node_gpus)), 2)
+        self._publish_devices(threads)
         self.node_selector = self._planned_node_selector()
 
     def _use_nodes(self, names: list[str]) -> None:
         self.node_names = list(names)
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
+
+    def node_gpus(self, fleet, i: int) -> dict[str, str]:
+        """Node i's GPU resources in its capacity: nvidia.com/gpu, the node's GPU count."""
+        return {GPU: str(int(fleet.gpus_of[i]))}
+
+    def _publish_devices(self, threads: int) -> None:
+        """Publish what a DRA driver would for the run's nodes (ResourceSlices); none here."""
 
     def _check_scheduler_installed(self) -> None:
         """Volcano checks its CRDs here; kube-scheduler is part of every cluster."""

@@ -40,6 +40,8 @@ class PodEvents:
                 self.used[i] += changed.gpus if holds else -changed.gpus
             if holds:
                 self._placed(t, pod)
+            else:
+                self._released(t, prev)
         gang = self.gangs.get(pod.job)
         if gang is None and pod.job in self.expected and pod.job not in self.ended and typ != "DELETED":
             gang = self.gangs[pod.job] = self._adopt(self.expected[pod.job], t)
