@@ -8,8 +8,8 @@ share, and where the real kube-scheduler put each slice (fakes/kube/slicebook.py
   dra            gangstorm publishes ResourceSlices for its nodes and each member's pod gets a
                  ResourceClaim from a template (fakes/kube/dra.py): every sharing mode, and the
                  allocation (which GPU, which MIG instance) is read back from the claim's status;
-  auto           (default) device_plugin when it can express every pool, else dra.
-A fleet without node pools keeps the plain nvidia.com/gpu path and no book.
+  auto           (default) device_plugin when it can express every pool, else dra
+(the choice: fakes/kube/gpuapi.py). A fleet without node pools keeps the plain nvidia.com/gpu path and no book.
 """
 from __future__ import annotations
 
@@ -21,39 +21,18 @@ from typing import Any
 import numpy as np
 from fakes.kube import deviceplugin, dra
 from fakes.kube.claims import ClaimWatch
+from fakes.kube.gpuapi import choose_api
 from fakes.kube.slicebook import SliceBook
 from loadgen.model.errors import UserError
 from loadgen.model.gpushare import GpuShare
 from loadgen.model.target import Snapshot
 
-GPU_APIS = ("auto", "device_plugin", "dra")
 # Both beta and on by default in kube 1.36 (pkg/features/kube_features.go); named so that a build
 # where they are missing or locked off fails at start rather than allocating without them.
 DRA_GATES = "DRAPartitionableDevices=true,DRAConsumableCapacity=true"
 # Makes each pod's ResourceClaim from its template and deletes it once the pod is gone (which frees
 # the devices); kwokctl.yaml leaves it out. A repeated --controllers adds to the list.
 CLAIM_CONTROLLER = "resourceclaim-controller"
-
-
-def choose_api(cfg: dict, fleet, existing: bool) -> str:
-    """The mechanism for this fleet (None of it without node pools), or a one-line UserError."""
-    api = str(cfg.get("gpu_api", "auto"))
-    if api not in GPU_APIS:
-        raise UserError(f"kube.gpu_api: expected one of {', '.join(GPU_APIS)}; got {api!r}")
-    if not fleet.pools:
-        return ""
-    if api == "auto":
-        try:
-            deviceplugin.check_fleet(fleet)
-            api = "device_plugin"
-        except UserError:
-            api = "dra"
-    if api == "device_plugin":
-        deviceplugin.check_fleet(fleet)
-    if api == "dra" and existing:
-        raise UserError("kube.gpu_api: dra publishes cluster-wide DeviceClass and ResourceSlices: only on a "
-                        "cluster gangstorm starts (no --kubeconfig)")
-    return api
 
 
 class KubeGpuSharing:

@@ -17,7 +17,11 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   MostAllocated over cpu (weight 1), memory (1) and nvidia.com/gpu (gpu_weight), plus the default
   profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
   BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). Ties are
-  broken at random, as selectHost does.
+  broken at random, as selectHost does. When the fleet's GPUs go through DRA (`gpu_api`
+  resolving to dra, fakes/kube/gpuapi.py), a node lists no nvidia.com/gpu and a pod requests
+  none, so both plugins leave GPUs out (a resource the pod does not request is skipped, and so is
+  its weight: noderesources/resource_allocation.go), and DynamicResources' Score adds the same 0
+  to every node (it scores only firstAvailable subrequests; gangstorm's claims ask `exactly`).
 - A pod reaches the scheduling queue only once its create returned (control_plane.create_ms); the
   client sends a job's pods client_create_ms apart (fakes/sim/kubefamily.py).
 - The binding cycle is asynchronous: it does not hold the scheduling loop. Its bind goes through
@@ -43,6 +47,7 @@ import heapq
 
 import numpy as np
 
+from fakes.kube.gpuapi import choose_api
 from fakes.kube.traits import KubeTraits
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
@@ -103,31 +108,40 @@ def _most_requested(requested: np.ndarray, capacity: int) -> np.ndarray:
 class Scorer:
     """kube-scheduler's node score for one pod shape, in its integer arithmetic
     (noderesources/least_allocated.go, most_allocated.go, balanced_allocation.go). Each resource's
-    score and requested fraction is tabulated by the node's free amount of that resource."""
+    score and requested fraction is tabulated by the node's free amount of that resource.
+    `gpus_scored` False (DRA): GPUs are no node resource, so only cpu and memory count, with
+    their weights alone in the sum."""
 
-    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int):
+    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int, gpus_scored: bool = True):
         def requested(capacity: int, request: int) -> np.ndarray:
             return capacity - np.arange(capacity + 1, dtype=np.int64) + request
 
-        req = {"cpu": (requested(state.cpn, cpus), state.cpn), "mem": (requested(state.mem, POD_MEMORY_GIB), state.mem),
-               "gpu": (requested(state.gpn, gpus), state.gpn)}
+        req = {"cpu": (requested(state.cpn, cpus), state.cpn), "mem": (requested(state.mem, POD_MEMORY_GIB), state.mem)}
+        if gpus_scored:
+            req["gpu"] = (requested(state.gpn, gpus), state.gpn)
         self.fraction = {r: np.minimum(rq / cap, 1.0) for r, (rq, cap) in req.items()}
-        self.mode, self.weight_sum = mode, 2 + gpu_weight
+        self.mode, self.weight_sum = mode, 2 + (gpu_weight if gpus_scored else 0)
         if mode != "balanced_allocation":
             fit = _least_requested if mode == "least_allocated" else _most_requested
             self.fit = {r: fit(rq, cap) * (gpu_weight if r == "gpu" else 1) for r, (rq, cap) in req.items()}
 
     def __call__(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
         fc, fm = self.fraction["cpu"][free_cpus], self.fraction["mem"][free_mem]
-        if self.mode == "balanced_allocation":
+        gpus_scored = "gpu" in self.fraction
+        if self.mode == "balanced_allocation" and gpus_scored:
             # NodeResourcesBalancedAllocation alone over cpu, memory and GPUs: 1 - std, x 100, truncated
             fg = self.fraction["gpu"][free_gpus]
             mean = (fc + fm + fg) / 3
             std = np.sqrt(((fc - mean) ** 2 + (fm - mean) ** 2 + (fg - mean) ** 2) / 3)
             return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
-        fit = (self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem] + self.fit["gpu"][free_gpus]) // self.weight_sum
-        # + BalancedAllocation(cpu, memory)
-        return fit + ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)
+        # BalancedAllocation over cpu and memory (the std of two fractions is half their difference)
+        balanced = ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)
+        if self.mode == "balanced_allocation":
+            return balanced
+        fit = self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem]
+        if gpus_scored:
+            fit = fit + self.fit["gpu"][free_gpus]
+        return fit // self.weight_sum + balanced
 
 
 class SimKube(KubeTraits, KubeFamily):
@@ -151,6 +165,8 @@ class SimKube(KubeTraits, KubeFamily):
         self.cycle_ms = []
         self.nodes_examined = [0, 0]                # nodes Filter examined, nodes scored: totals
         self.scorers: dict[tuple[int, int], Scorer] = {}
+        # under DRA no node lists a GPU resource: the node score never sees GPUs (fakes/kube/gpuapi.py)
+        self.gpus_scored = choose_api(c, self.fleet, existing=False) != "dra"
         self._seqn = 0
 
     # --- queueing -----------------------------------------------------------------------
@@ -301,7 +317,8 @@ class SimKube(KubeTraits, KubeFamily):
         s = self.state
         scorer = self.scorers.get((g, c))
         if scorer is None:
-            scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c)
+            scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c,
+                                                   self.gpus_scored)
         score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
         best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
@@ -330,8 +347,8 @@ class SimKube(KubeTraits, KubeFamily):
                 break
             if sliced:
                 # A slice is an extended resource (MIG mixed strategy) or a DRA device, neither of
-                # which NodeResourcesFit scores: the node score sees cpu, memory and whole GPUs;
-                # the device plugin / DRA allocator then takes the first fitting GPU in order.
+                # which NodeResourcesFit scores: the node score sees cpu, memory and (device plugin)
+                # whole GPUs; the device plugin / DRA allocator then takes the first fitting GPU in order.
                 node = self._score(nodes, 0 if js.job.share else g, c)
                 self.state.take(js.job.id, node, g, c, js.job.gpu_share, "first")
             else:

@@ -22,17 +22,18 @@ def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float, ba
     return run(scenario, RunOptions(schedulers=[name], backend=backend, out_dir=out_dir, time_scale=time_scale))
 
 
-def wall_plan(scenario: Scenario, time_scale: float) -> RunPlan:
-    """The plan a real run replays, in wall seconds."""
-    p = plan_run(scenario)
+def wall_plan(scenario: Scenario, time_scale: float, trace: str | None = None) -> RunPlan:
+    """The plan a real run replays (of `trace`, if given), in wall seconds."""
+    p = plan_run(scenario, trace)
     return replace(p, jobs=[scaled_job(j, time_scale) for j in p.jobs], chaos=scaled_chaos(p.chaos, time_scale),
                    horizon_s=p.horizon_s / time_scale, end_s=p.end_s / time_scale,
                    warmup_s=p.warmup_s / time_scale)
 
 
-def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None) -> dict:
+def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None,
+         trace: str | None = None) -> dict:
     """The simulated scheduler on the real run's wall-clock plan; nothing written to disk."""
     sc = from_dict(scenario.raw, scenario.path, scenario.profile if profile is None else profile,
                    overrides={"sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)})
     return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
-                   wall_plan(scenario, time_scale), None)[0]
+                   wall_plan(scenario, time_scale, trace), None)[0]
