@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fakes.coscheduling import controlplane as sp
+from fakes.kube.cluster import merge_cluster_options
 from fakes.kube.target import scheduler_config
 from fakes.kubegang.gangobjects import GangObjectsKube, group_name
 from loadgen.model.job import Job
@@ -44,7 +45,8 @@ class RealCoscheduling(GangObjectsKube):
         return sp.with_coscheduling(scheduler_config(self.cfg), self.permit_wait_s())
 
     def cluster_options(self) -> dict[str, Any]:
-        return {"scheduler_binary": sp.require_binaries()[sp.BINARY]}
+        return merge_cluster_options(super().cluster_options(),       # + DRA's, if any
+                                     {"scheduler_binary": sp.require_binaries()[sp.BINARY]})
 
     def _start_scheduler(self, run_dir) -> None:
         sp.install_crds(self.api.api_client)

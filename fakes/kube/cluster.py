@@ -94,6 +94,28 @@ class ClusterSpec:
     start_timeout_s: float = 180.0
 
 
+# Flags whose value is a comma-separated list: two sources of ClusterSpec fields add to each other.
+LIST_FLAGS = ("feature_gates", "runtime_config", "controllers")
+
+
+def merge_cluster_options(*parts: dict[str, Any]) -> dict[str, Any]:
+    """ClusterSpec fields from several sources (a gang variant's gates, GPU sharing's DRA gates and
+    resourceclaim-controller): list flags are joined, extra-args dicts merged key by key; any other
+    field two sources set differently is a programming error."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key not in out or out[key] == value:
+                out[key] = value
+            elif key in LIST_FLAGS:
+                out[key] = f"{out[key]},{value}"
+            elif isinstance(value, dict):
+                out[key] = merge_cluster_options(out[key], value)
+            else:
+                raise ValueError(f"cluster option {key}: {out[key]!r} and {value!r}")
+    return out
+
+
 class KubeCluster:
     def __init__(self, spec: ClusterSpec):
         self.spec = spec

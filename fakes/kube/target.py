@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fakes.kube import metrics as kube_metrics
+from fakes.kube.cluster import merge_cluster_options
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.gpusharing import KubeGpuSharing
 from fakes.kube.pods import COMPLETE_AFTER, L_JOB, PodView, go_duration, pod_spec
@@ -91,7 +92,7 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
         return scheduler_config(self.cfg, self.scoring_resources() or None)
 
     def cluster_options(self) -> dict[str, Any]:
-        return {**super().cluster_options(), **self.sharing_cluster_options()}
+        return merge_cluster_options(super().cluster_options(), self.sharing_cluster_options())
 
     def stop(self) -> None:
         if self.claim_watch is not None:

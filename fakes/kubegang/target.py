@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.kube.cluster import merge_cluster_options
 from fakes.kubegang.gangobjects import GangObjectsKube, group_name
 from loadgen.model.job import Job
 
@@ -45,7 +46,7 @@ class RealKubeGang(GangObjectsKube):
                  "pods exist, one pod-group cycle, Permit wait <= 5 min")
 
     def cluster_options(self) -> dict[str, Any]:
-        return cluster_options()
+        return merge_cluster_options(super().cluster_options(), cluster_options())     # + DRA's, if any
 
     def api_hint(self) -> str:
         return (f"start kube-apiserver with --runtime-config={RUNTIME_CONFIG} and --feature-gates={FEATURE_GATES} "
