@@ -21,7 +21,7 @@ HELP = (f"# HELP {METRIC} Ratio of cycles an SM has at least 1 warp assigned (fa
 class Allocation:
     job_id: int
     hostname: str
-    gpus: int                       # GPUs this job holds on that node
+    gpus: float                     # GPUs this job holds on that node (a slice at its compute share)
     train_since: float | None       # when the job started training (None: pulling, starting, in rendezvous)
     model: str = "h100"
 
@@ -31,9 +31,12 @@ def render(allocations: list[Allocation], spec: ActivitySpec, t: float) -> str:
     next_gpu: dict[str, int] = {}
     for a in allocations:
         value = activity.at(spec, a.train_since, t)
-        for _ in range(a.gpus):
+        whole = int(a.gpus)
+        part = round(a.gpus - whole, 6)
+        # a slice's GPU is active in proportion to the part the job holds
+        for held in [1.0] * whole + ([part] if part > 0 else []):
             g = next_gpu.get(a.hostname, 0)
             next_gpu[a.hostname] = g + 1
             lines.append(f'{METRIC}{{gpu="{g}",Hostname="{a.hostname}",modelName="{a.model}",'
-                         f'gangstorm_job="{a.job_id}"}} {value:.6f}\n')
+                         f'gangstorm_job="{a.job_id}"}} {value * held:.6f}\n')
     return "".join(lines)

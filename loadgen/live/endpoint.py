@@ -76,10 +76,7 @@ class Publisher:
         for rec in recorders.values():
             for i, nodes in sorted(rec.run_nodes.items()):
                 since = rec.train_since[i]
-                per_node: dict[int, int] = {}
-                for n in nodes:
-                    per_node[n] = per_node.get(n, 0) + int(rec.gpm[i])
-                for n, gpus in sorted(per_node.items()):
+                for n, gpus in sorted(gpus_per_node(rec, i, nodes).items()):
                     allocations.append(self.exporter.Allocation(rec.jobs[i].id, self.fleet.node_name(n), gpus,
                                                        None if since != since else float(since),
                                                        self.fleet.model_names()[int(self.fleet.model_of[n])]))
@@ -91,6 +88,15 @@ class Publisher:
 
     def dcgm(self) -> str:
         return self.exporter.render(self.allocations, self.spec, self.t + (time.monotonic() - self.mono))
+
+
+def gpus_per_node(rec: Recorder, i: int, nodes) -> dict[int, float]:
+    """GPUs job i holds on each of its nodes, one member per entry of `nodes`: a slice at its compute
+    share (Recorder.gpm), as summary.json's gpu_sharing counts it."""
+    per_node: dict[int, float] = {}
+    for n in nodes:
+        per_node[n] = per_node.get(n, 0) + rec.gpm[i].item()
+    return per_node
 
 
 class Exposed:
