@@ -90,7 +90,10 @@ def test_two_shards_merge_into_exact_summary(tmp_path, names):
         # each shard runs its own tenants' ClusterQueues: the summary has every tenant's queue once
         queues = s["schedulers"]["kueue"]["control_plane"]["queues"]
         assert len(queues) == len(plan.tenants)
-        assert sum(q["workloads_admitted"] for q in queues.values()) == len(plan.jobs)
+        # a Workload preempted on the wall clock's timing is admitted again: once per preemption at most
+        admitted = sum(q["workloads_admitted"] for q in queues.values())
+        evictions = sum(q["evictions"] for q in queues.values())
+        assert len(plan.jobs) <= admitted <= len(plan.jobs) + evictions
 
 
 @pytest.mark.parametrize("field,value,msg", [
