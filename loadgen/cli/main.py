@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster")
+SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster", "soak")
 
 
 def build_parser():
