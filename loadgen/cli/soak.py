@@ -62,6 +62,9 @@ def main(args) -> int:
     if args.backend != "real":
         raise UsageError(f"--backend {args.backend}: a soak drives a real scheduler on the wall clock "
                          "(attach with --kubeconfig/--slurm-conf/--ray-address, or --backend real to launch one)")
+    if args.dry_run:
+        raise UsageError("--dry-run: not used with soak (`gangstorm run SCENARIO ... --dry-run` shows what the "
+                         "scenario's workload would create and disrupt)")
     if args.out is not None:
         check_out_dir(args.out)
     metrics_port = port_flag(args, "--metrics-port")
