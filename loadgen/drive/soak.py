@@ -210,7 +210,10 @@ class Soak:
                                    "scrape_s": SCRAPE_S}
 
     def _drive(self) -> None:
-        scale, sample_s = self.opts.time_scale, max(self.scenario.data["sample_every_s"] / self.opts.time_scale, 0.5)
+        scale = self.opts.time_scale
+        # the scenario's sampling, but at least 20 samples a window: the live gauges (pending jobs,
+        # partial gangs) and the histograms are refreshed at each sample
+        sample_s = max(min(self.scenario.data["sample_every_s"] / scale, self.opts.bounds.window_s / 20), 0.5)
         self.clock.start()
         next_sample, k = 0.0, 1
         while (span := self.opts.bounds.window(k)) is not None:
