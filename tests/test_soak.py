@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,8 @@ def soak(tmp_path: Path, bounds: SoakBounds, schedule: str = "0:60,60:240", inte
     scenario = load_with_overrides(str(SCENARIO))
     t = SimulatedTime(interrupt_at)
     opts = SoakOptions(scheduler="kube", backend="sim", bounds=bounds, churn=churn_schedule(schedule, 60),
-                       time_scale=1.0, results_root=tmp_path, out_dir=None if indexed else tmp_path / "elsewhere" / "soak",
+                       time_scale=1.0, results_root=tmp_path,
+                       out_dir=None if indexed else tmp_path / "elsewhere" / "soak",
                        clock=WallClock(0.05, t.clock, t.sleep), epoch=lambda: EPOCH, until_epoch=until_epoch)
     return Soak(scenario, opts)
 
@@ -181,7 +182,7 @@ def test_until_ends_the_last_window_at_the_deadline(tmp_path):
 
 
 # --- the flags -------------------------------------------------------------------------------------
-NOW = datetime(2026, 12, 6, 1, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 6, 1, 0, 0, tzinfo=UTC)
 
 
 def test_durations_deadlines_and_the_churn_schedule_parse_to_exact_seconds():

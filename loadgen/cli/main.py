@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 
-SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster", "soak")
+SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster",
+               "soak")
 
 
 def build_parser():

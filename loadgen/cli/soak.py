@@ -105,8 +105,9 @@ def main(args) -> int:
                  f"until {datetime.fromtimestamp(deadline).astimezone().isoformat(timespec='seconds')}"
                  if deadline else ""]
         bound = " or ".join(b for b in bound if b) or "until Ctrl-C"
-        print(f"gangstorm: soak {head['scenario']} on {head['scheduler']} ({'attached' if head['attached'] else 'launched'}"
-              f", {head['nodes']} nodes), windows of {head['window_s']:g} s, {bound} -> {soak.out}/", file=sys.stderr)
+        how = "attached" if head["attached"] else "launched"
+        print(f"gangstorm: soak {head['scenario']} on {head['scheduler']} ({how}, {head['nodes']} nodes), "
+              f"windows of {head['window_s']:g} s, {bound} -> {soak.out}/", file=sys.stderr)
         print(f"gangstorm: metrics on {head['metrics_endpoint']}"
               + (f", Prometheus on {head['prometheus']['url']} (rules: {head['prometheus']['rules'][0]})"
                  if head.get("prometheus") else ""), file=sys.stderr, flush=True)
@@ -134,7 +135,8 @@ def window_line(row: dict) -> str:
         late = (row["generator_lateness_s"].get(name) or {}).get("p99")
         part = (row["partial_gang_gpus"].get(name) or {}).get("mean")
         out.append(f"{name} p99 {readable(a['p99'])} s (n {a['count']}; {classes}), pending at close "
-                   f"{row['pending_at_close'].get(name)}, lateness p99 {readable(late)} s, partial GPUs {readable(part)}")
+                   f"{row['pending_at_close'].get(name)}, lateness p99 {readable(late)} s, "
+                   f"partial GPUs {readable(part)}")
     firing = row.get("alerts_firing")
     alerts = "" if firing is None else f"; firing: {', '.join(firing) or 'none'}"
     partial = "" if row["complete"] else " (partial)"
@@ -150,5 +152,7 @@ def closing(head: dict, out: Path, interrupted: bool) -> str:
                f"; LEFT on the cluster: {', '.join(f'{v} {k}' for k, v in left.items() if v)}")
     if interrupted:
         last = " (the last kept partial)" if n and not head["windows"][-1].get("complete") else ""
-        return f"gangstorm: soak interrupted after {n} windows{last}{cleanup}; results in {out}/ (soak.json, report.html)"
-    return f"soak: {n} windows, ended by {head.get('ended_by')}{cleanup}; results in {out}/ (soak.json, report.html, windows/)"
+        return (f"gangstorm: soak interrupted after {n} windows{last}{cleanup}; "
+                f"results in {out}/ (soak.json, report.html)")
+    return (f"soak: {n} windows, ended by {head.get('ended_by')}{cleanup}; "
+            f"results in {out}/ (soak.json, report.html, windows/)")

@@ -102,7 +102,8 @@ class SoakExposition:
         for metric, kind, text, value in gauges:
             if value is None:
                 continue
-            lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}", f'{metric}{{scheduler="{self.scheduler}"}} {value:g}']
+            lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}",
+                      f'{metric}{{scheduler="{self.scheduler}"}} {value:g}']
         metric = "gangstorm_soak_window_admission_p99_seconds"
         known = {c: v for c, v in self.last_p99.items() if v is not None}
         if known:

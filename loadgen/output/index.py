@@ -70,7 +70,8 @@ def entries(root: Path) -> list[dict]:
 
 
 def runs(root: Path) -> list[dict]:
-    """The index's complete runs (not soak windows) whose folder, inside `root`, still holds summary.json, oldest first."""
+    """The index's complete runs (not soak windows) whose folder, inside `root`, still holds
+    summary.json, oldest first."""
     return [e for e in entries(root) if e.get("complete") is True and e.get("kind", "run") == "run"
             and _holds_summary(Path(root), e["dir"])]
 

@@ -159,10 +159,13 @@ def render(soak: dict, d: Path) -> str:
                      _v(f"{p}.churn_multiplier", r.get("churn_multiplier")),
                      _v(f"{p}.jobs.{name}", (r.get("jobs") or {}).get(name)),
                      _v(f"{p}.pending_at_close.{name}", (r.get("pending_at_close") or {}).get(name))]
-            cells += [_v(f"{p}.admission_s.{name}.all.{q}", (a.get("all") or {}).get(q)) for q in ("p50", "p99", "p999", "count")]
+            cells += [_v(f"{p}.admission_s.{name}.all.{q}", (a.get("all") or {}).get(q))
+                      for q in ("p50", "p99", "p999", "count")]
             cells += [_v(f"{p}.admission_s.{name}.{c}.p99", (a.get(c) or {}).get("p99")) for c in classes]
-            cells.append(_v(f"{p}.generator_lateness_s.{name}.p99", ((r.get("generator_lateness_s") or {}).get(name) or {}).get("p99")))
-            cells.append(_v(f"{p}.partial_gang_gpus.{name}.mean", ((r.get("partial_gang_gpus") or {}).get(name) or {}).get("mean")))
+            late = ((r.get("generator_lateness_s") or {}).get(name) or {}).get("p99")
+            cells.append(_v(f"{p}.generator_lateness_s.{name}.p99", late))
+            part = ((r.get("partial_gang_gpus") or {}).get(name) or {}).get("mean")
+            cells.append(_v(f"{p}.partial_gang_gpus.{name}.mean", part))
             etcd = (r.get("etcd_db_bytes") or {}).get(name)
             cells.append(_v(f"{p}.etcd_db_bytes.{name}", None if etcd is None else round(etcd / 1e6, 2)))
             cells.append(f'<td>{text(", ".join(r["alerts_firing"])) if "alerts_firing" in r else "n/a"}</td>')
