@@ -68,16 +68,24 @@ class Cleanup:
         for i in sorted(self.down):
             steps.append(partial(cluster_chaos.mark_failed, api, self.node_names[i], False))
         for step in steps:
-            try:
-                step()
-            except Exception as e:
-                if getattr(e, "status", None) != 404:
-                    self._count(f"cleanup_error_{reason_of(e)}")
+            self._cleanup_step(step)
         deadline = time.monotonic() + timeout_s
         left = self.labelled()
+        before, resent = left["pods"], time.monotonic()
         while left["pods"] and time.monotonic() < deadline:     # our kwok finalizes pods on our nodes
             time.sleep(1.0)
             left = self.labelled()
+            if left["pods"] < before:
+                # still draining: tens of thousands of pods (a soak past its ceiling) take longer to
+                # delete than timeout_s, and the apiserver cuts a delete-collection off after 60 s
+                # (504) with only part of them gone, so it is sent again while the count falls
+                deadline = max(deadline, time.monotonic() + 30.0)
+                before = left["pods"]
+            if time.monotonic() - resent >= 10.0:
+                resent = time.monotonic()
+                for ns in (self.ns, self.fill_ns):
+                    self._cleanup_step(partial(api.delete_collection_namespaced_pod, ns, label_selector=sel,
+                                               grace_period_seconds=0, **quiet))
         try:
             api.delete_collection_node(label_selector=sel, **quiet)
         except Exception as e:
@@ -86,6 +94,13 @@ class Cleanup:
             time.sleep(1.0)
             left = self.labelled()
         return left
+
+    def _cleanup_step(self, step) -> None:
+        try:
+            step()
+        except Exception as e:
+            if getattr(e, "status", None) != 404:
+                self._count(f"cleanup_error_{reason_of(e)}")
 
     def after_stop(self) -> dict[str, Any]:
         """What stop() left on an existing cluster ({} on a cluster of our own)."""
