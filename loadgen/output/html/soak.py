@@ -101,7 +101,7 @@ def alert_figure(key: str, soak: dict) -> str | None:
         return None
     names = sorted({a for r in rows for a in r["alerts_firing"]})
     with F._ctx():
-        fig = F._figure(7.5, 1.0 + 0.3 * max(len(names), 1), left=2.2)
+        fig = F._figure(7.5, 1.0 + 0.3 * max(len(names), 1), left=2.7)
         ax = fig.add_subplot()
         for y, name in enumerate(names):
             xs = [_minutes(r) for r in rows if name in r["alerts_firing"]]
