@@ -13,6 +13,10 @@ from fakes.kube.refusal import reason_of
 from loadgen.model.signals import signals_held
 from loadgen.model.target import RUN_LABEL
 
+# While the labelled pods' count still falls, the wait goes on at least this long: longer than one
+# delete-collection (the apiserver cuts it off at 60 s) plus a listing of tens of thousands of pods.
+DRAINING_S = 150.0
+
 
 class Cleanup:
     """Part of RealKubeFamily (fakes/kube/family/base.py); reads and sets its attributes."""
@@ -79,7 +83,7 @@ class Cleanup:
                 # still draining: tens of thousands of pods (a soak past its ceiling) take longer to
                 # delete than timeout_s, and the apiserver cuts a delete-collection off after 60 s
                 # (504) with only part of them gone, so it is sent again while the count falls
-                deadline = max(deadline, time.monotonic() + 30.0)
+                deadline = max(deadline, time.monotonic() + DRAINING_S)
                 before = left["pods"]
             if time.monotonic() - resent >= 10.0:
                 resent = time.monotonic()
