@@ -81,8 +81,9 @@ def scrape_config(job: ScrapeJob) -> dict:
     return cfg
 
 
-def render(jobs: list[ScrapeJob]) -> str:
-    """prometheus.yml for `jobs`; the global intervals follow the fastest job."""
+def render(jobs: list[ScrapeJob], rule_files: list[str | Path] = ()) -> str:
+    """prometheus.yml for `jobs` (and the rule files it loads); the global intervals, rule
+    evaluation's too, follow the fastest job."""
     names = [j.name for j in jobs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -94,6 +95,8 @@ def render(jobs: list[ScrapeJob]) -> str:
                    "evaluation_interval": duration(fastest)},
         "scrape_configs": [scrape_config(j) for j in jobs],
     }
+    if rule_files:
+        doc["rule_files"] = [str(Path(f).resolve()) for f in rule_files]
     return yaml.safe_dump(doc, sort_keys=False)
 
 

@@ -22,6 +22,8 @@ from fakes.real import procs
 from loadgen.model.signals import signals_held
 
 DEFAULT_BINARY = "/usr/bin/prometheus"
+# gangstorm's recording and alerting rules (docs/soak.md): every Prometheus of ours loads them
+RULES = Path(__file__).parent / "rules" / "gangstorm.rules.yml"
 PORT_ATTEMPTS = 3          # free_port() can lose a race with another process before Prometheus binds
 
 
@@ -33,13 +35,14 @@ class PrometheusServer:
     """Start with start() or `with`; stop() is idempotent and also runs at interpreter exit."""
 
     def __init__(self, work_dir: Path | str, jobs: list[ScrapeJob], binary: str = DEFAULT_BINARY,
-                 ready_timeout_s: float = 30.0, retention: str = "1d"):
+                 ready_timeout_s: float = 30.0, retention: str = "1d", rule_files: list[str | Path] = (RULES,)):
         self.work_dir = Path(work_dir).resolve()
         self.jobs = list(jobs)
         self.binary = binary
         self.ready_timeout_s = ready_timeout_s
         self.retention = retention
-        self.config_text = config.render(self.jobs)      # bad jobs fail here, before anything starts
+        self.rule_files = [Path(f) for f in rule_files]
+        self.config_text = config.render(self.jobs, self.rule_files)  # bad jobs fail here, before anything starts
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.ready_s: float | None = None                # start to /-/ready, in seconds
@@ -150,6 +153,10 @@ class PrometheusServer:
     def targets(self) -> list[dict]:
         """Active targets: job, instance, url, health, lastError, lastScrape."""
         return self.client.targets()
+
+    def firing(self) -> list[dict]:
+        """The alerts firing now (the ALERTS series, as labels); pending ones are left out."""
+        return [r["metric"] for r in self.query('ALERTS{alertstate="firing"}')]
 
     def wait_for_scrapes(self, job: str, n: int = 2, timeout_s: float = 30.0) -> dict[str, int]:
         """Wait until every target of `job` has been scraped successfully at least n times; return

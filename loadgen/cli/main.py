@@ -12,7 +12,7 @@ import signal
 import sys
 
 SUBCOMMANDS = ("run", "ceiling", "sweep", "frag", "report", "compare", "trace", "calibrate", "profile", "locust",
-               "cluster")
+               "cluster", "soak")
 
 
 def build_parser():

@@ -21,6 +21,14 @@ def main(args) -> int:
     from loadgen.output.html.data import load
     from loadgen.output.html.sweep import build as build_sweep
     from loadgen.output.html.sweep import is_sweep
+    from loadgen.output.soak import is_soak
+    if is_soak(args.run_dir):                       # a `gangstorm soak` folder: its windows over time
+        from loadgen.output.html.soak import build as build_soak
+        out = str(Path(args.run_dir) / REPORT) if args.out is None else args.out
+        check_output_file(out, "--out" if args.out is not None else "", within=args.run_dir, allowed=(REPORT,))
+        path = build_soak(args.run_dir, out)
+        print(f"report: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+        return 0
     if is_sweep(args.run_dir):                      # a `gangstorm sweep` folder
         out = str(Path(args.run_dir) / REPORT) if args.out is None else args.out
         check_output_file(out, "--out" if args.out is not None else "", within=args.run_dir, allowed=(REPORT,))

@@ -5,7 +5,8 @@
 O_APPEND write, so concurrent runs never interleave; a line that does not parse (a crash mid-write
 on a full disk) is skipped when reading, and so is a line whose `dir` is not one folder name inside
 the results folder. Runs written elsewhere (--out /tmp/x, ceiling points,
-pytest's tmp dirs) are not indexed.
+pytest's tmp dirs) are not indexed. A soak (`gangstorm soak`) adds one line per window, marked
+"kind": "soak" with its window number (loadgen/output/soak.py); `latest` never names one.
 """
 from __future__ import annotations
 
@@ -69,8 +70,10 @@ def entries(root: Path) -> list[dict]:
 
 
 def runs(root: Path) -> list[dict]:
-    """The index's complete runs whose folder, inside `root`, still holds summary.json, oldest first."""
-    return [e for e in entries(root) if e.get("complete") is True and _holds_summary(Path(root), e["dir"])]
+    """The index's complete runs (not soak windows) whose folder, inside `root`, still holds
+    summary.json, oldest first."""
+    return [e for e in entries(root) if e.get("complete") is True and e.get("kind", "run") == "run"
+            and _holds_summary(Path(root), e["dir"])]
 
 
 def _holds_summary(root: Path, name: str) -> bool:

@@ -13,6 +13,10 @@ from fakes.kube.refusal import reason_of
 from loadgen.model.signals import signals_held
 from loadgen.model.target import RUN_LABEL
 
+# While the labelled pods' count still falls, the wait goes on at least this long: longer than one
+# delete-collection (the apiserver cuts it off at 60 s) plus a listing of tens of thousands of pods.
+DRAINING_S = 150.0
+
 
 class Cleanup:
     """Part of RealKubeFamily (fakes/kube/family/base.py); reads and sets its attributes."""
@@ -68,16 +72,24 @@ class Cleanup:
         for i in sorted(self.down):
             steps.append(partial(cluster_chaos.mark_failed, api, self.node_names[i], False))
         for step in steps:
-            try:
-                step()
-            except Exception as e:
-                if getattr(e, "status", None) != 404:
-                    self._count(f"cleanup_error_{reason_of(e)}")
+            self._cleanup_step(step)
         deadline = time.monotonic() + timeout_s
         left = self.labelled()
+        before, resent = left["pods"], time.monotonic()
         while left["pods"] and time.monotonic() < deadline:     # our kwok finalizes pods on our nodes
             time.sleep(1.0)
             left = self.labelled()
+            if left["pods"] < before:
+                # still draining: tens of thousands of pods (a soak past its ceiling) take longer to
+                # delete than timeout_s, and the apiserver cuts a delete-collection off after 60 s
+                # (504) with only part of them gone, so it is sent again while the count falls
+                deadline = max(deadline, time.monotonic() + DRAINING_S)
+                before = left["pods"]
+            if time.monotonic() - resent >= 10.0:
+                resent = time.monotonic()
+                for ns in (self.ns, self.fill_ns):
+                    self._cleanup_step(partial(api.delete_collection_namespaced_pod, ns, label_selector=sel,
+                                               grace_period_seconds=0, **quiet))
         try:
             api.delete_collection_node(label_selector=sel, **quiet)
         except Exception as e:
@@ -86,6 +98,13 @@ class Cleanup:
             time.sleep(1.0)
             left = self.labelled()
         return left
+
+    def _cleanup_step(self, step) -> None:
+        try:
+            step()
+        except Exception as e:
+            if getattr(e, "status", None) != 404:
+                self._count(f"cleanup_error_{reason_of(e)}")
 
     def after_stop(self) -> dict[str, Any]:
         """What stop() left on an existing cluster ({} on a cluster of our own)."""
