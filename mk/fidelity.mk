@@ -81,4 +81,4 @@ fidelity-gangs: $(STAMP) k8s-bins sp-bins
 	  $(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python tools/gangs/fidelity.py --schedulers $$s --cases $$case \
 	    --runs $$k > /dev/null || exit 1; done; done; done
 	$(BIN)/python -m loadgen.calibration.gangcosts --write-profile fakes/profiles/local.yaml
-	$(BIN)/python tools/gangs/fidelity.py --write-profile fakes/profiles/local.yaml
+	$(BIN)/python tools/gangs/fidelity.py --no-run --write-profile fakes/profiles/local.yaml

@@ -30,9 +30,10 @@ def figures(s: dict) -> dict:
 
 
 def real_runs(scenario: Scenario, name: str, out: Path, time_scale: float, runs: int,
-              reuse: bool = True) -> list[dict]:
+              reuse: bool = True, start: bool = True) -> list[dict]:
     """`runs` real runs of the scenario (out/run1 ...), each one's scheduler result; a finished run
-    already on disk is read back instead of run again (reuse=False runs it anyway)."""
+    already on disk is read back instead of run again (reuse=False runs it anyway; start=False only
+    reads what is on disk and starts no backend)."""
     results = []
     for k in range(1, runs + 1):
         path = out / f"run{k}" / "summary.json"
@@ -41,6 +42,8 @@ def real_runs(scenario: Scenario, name: str, out: Path, time_scale: float, runs:
             if summary.get("complete", True) and name in summary.get("schedulers", {}):
                 results.append(summary["schedulers"][name])
                 continue
+        if not start:
+            continue
         with CpuWait() as wait:
             summary = real_run(scenario, name, path.parent, time_scale)
         res = summary["schedulers"][name]
@@ -69,9 +72,11 @@ def compare(label: str, role: str, reals: list[dict], sim: dict) -> dict:
 
 
 def case(scenario: Scenario, name: str, role: str, out: Path, time_scale: float, runs: int,
-         profile: Profile | None = None, reuse: bool = True) -> dict:
-    """One case: its real runs (or those on disk) and the twin, compared."""
-    reals = real_runs(scenario, name, out, time_scale, runs, reuse)
+         profile: Profile | None = None, reuse: bool = True, start: bool = True) -> dict | None:
+    """One case: its real runs (or those on disk) and the twin, compared; None if it has no real run."""
+    reals = real_runs(scenario, name, out, time_scale, runs, reuse, start)
+    if not reals:
+        return None
     sim = twin(scenario, name, time_scale, profile)
     return {**compare(scenario.name, role, reals, sim), "scenario": scenario.path, "time_scale": time_scale,
             "real_runs": [figures(r) for r in reals], "twin": figures(sim),

@@ -6,7 +6,7 @@ partial-gang GPU-hours, against the goal band of docs/fidelity.md.
 
 Usage: PYTHONPATH=. python tools/gangs/fidelity.py [--schedulers kube-gang,coscheduling]
        [--cases fit,heldout] [--runs 3] [--time-scale 20] [--profile local] [--out results/fidelity]
-       [--rerun] [--write-profile fakes/profiles/local.yaml]
+       [--rerun | --no-run] [--write-profile fakes/profiles/local.yaml]
        (each real run under `flock /work/cpu.lock` on a shared machine: `make fidelity-gangs`)
 
 Writes <out>/<scheduler>/<case>/runN/summary.json (the real runs, reused unless --rerun) and
@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--profile", default="local")
     ap.add_argument("--out", type=Path, default=Path("results/fidelity"))
     ap.add_argument("--rerun", action="store_true", help="run the real backend even where a run is on disk")
+    ap.add_argument("--no-run", action="store_true", help="compare only the real runs on disk; start no backend")
     ap.add_argument("--write-profile", type=Path, default=None)
     args = ap.parse_args()
     profile = load_profile(args.profile)
@@ -61,8 +62,10 @@ def main() -> None:
         for key in args.cases.split(","):
             role, path = CASES[key]
             sc = load(str(path), profile=profile)
-            rows.append(case(sc, name, role, args.out / name / key, args.time_scale, args.runs, profile,
-                             reuse=not args.rerun))
+            r = case(sc, name, role, args.out / name / key, args.time_scale, args.runs, profile,
+                     reuse=not args.rerun, start=not args.no_run)
+            if r is not None:
+                rows.append(r)
         out = args.out / name
         out.mkdir(parents=True, exist_ok=True)
         doc = {"scheduler": name, "profile": profile.name, "time_scale": args.time_scale, "rows": rows}
