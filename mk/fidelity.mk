@@ -68,3 +68,17 @@ fidelity-scale-ray: ray-deps
 	$(RAY_LOCK) $(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 5000 \
 	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-5000n
 	$(BIN)/gangstorm profile anchors local --schedulers ray
+
+# Fidelity of the gang twins (issue 28, docs/kube-gang.md): kube-gang and coscheduling, a fitting and a
+# held-out case, 3 real runs each on 4-6 KWOK nodes (one run at a time, CPU_LOCK between runs; about
+# 20 minutes on 2 cores), then the gang costs measured from the fitting runs into the local profile and
+# the table again with them. Not a CI test: one real run of a case is 40-110 s, over the 60 s a guard
+# may take. Real runs are kept in results/fidelity/<scheduler>/<case>/runN and reused (remove one to redo it).
+.PHONY: fidelity-gangs
+GANG_CASES = fit heldout
+fidelity-gangs: $(STAMP) k8s-bins sp-bins
+	for case in $(GANG_CASES); do for k in 1 2 3; do for s in kube-gang coscheduling; do \
+	  $(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python tools/gangs/fidelity.py --schedulers $$s --cases $$case \
+	    --runs $$k > /dev/null || exit 1; done; done; done
+	$(BIN)/python -m loadgen.calibration.gangcosts --write-profile fakes/profiles/local.yaml
+	$(BIN)/python tools/gangs/fidelity.py --no-run --write-profile fakes/profiles/local.yaml

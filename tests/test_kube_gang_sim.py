@@ -25,11 +25,28 @@ def test_a_gang_that_does_not_fit_holds_nothing_and_waits_whole(name):
     assert admitted[1] == pytest.approx(100.053, abs=0.001) and admitted[2] == pytest.approx(200.064, abs=0.001)
     assert [e.members for e in events if e.job_id == 1 and e.kind is Kind.BOUND] == [1, 2, 3]
     # three attempts reserved what was free and gave it back: gang 1 at t=1 (2 members), gang 2 at
-    # t=50 (2) and gang 2 again at t=100, on the node gang 1 left free (1)
+    # t=50 (2) and gang 2 again at t=100, on the node gang 1 left free (1). Coscheduling retries twice
+    # more: a gang its plugin rejected wakes at any Pod or PodGroup event, with no queueing hint, so
+    # gang 0's binds (t=0) and gang 1's (t=100), which update their PodGroups, send gangs 1 and 2 round
+    # again whether or not they fit (fakes/coscheduling/sim.py)
     cp = t.control_plane()
-    assert cp["group_reverts"] == 3 and cp.get("permit_timeouts", 0) == 0
+    assert cp["group_reverts"] == {"kube-gang": 3, "coscheduling": 5}[name] and cp.get("permit_timeouts", 0) == 0
     _, kube, _ = sim("kube", contended(), nodes=4, end=2000)
     assert kube.partial_gpu_s == pytest.approx(16 * 99 + 8 * 100, rel=0.002)
+
+
+def test_a_coscheduling_gang_rejected_at_its_permit_timeout_stalls_until_an_arrival_or_the_flush():
+    # A 10-node gang on 9 nodes keeps 9 reservations in Permit (10 % missing) until the timeout (60 s),
+    # then waits for an event: none comes, so kube-scheduler's 5-minute flush retries it (t=360)
+    t, rec, _ = sim("coscheduling", [job(0, 10, dur=100)], nodes=9, end=400)
+    cp = t.control_plane()
+    assert cp["permit_timeouts"] == 1 and cp["flushed"] == 1
+    assert t.snapshot(400).control_plane["permit_waiting_gpus"] == 72
+    # a 1-GPU job submitted at t=100 is such an event (a Pod added): the gang, older, is retried at
+    # once and holds its 9 nodes in Permit again
+    t, rec, _ = sim("coscheduling", [job(0, 10, dur=100), job(1, 1, gpus=1, t=100, dur=1000)], nodes=9, end=150)
+    assert t.control_plane()["permit_timeouts"] == 1 and t.control_plane().get("flushed", 0) == 0
+    assert t.snapshot(150).control_plane["permit_waiting_gpus"] == 72
 
 
 def test_kube_gang_reverts_at_once_where_coscheduling_keeps_a_90_percent_gang_waiting_in_permit():

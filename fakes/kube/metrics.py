@@ -108,10 +108,36 @@ def serial_cycle_ms(algorithm_ms: float | None, points_ms: dict) -> float | None
     return round(algorithm_ms + (points_ms.get("Reserve") or 0.0) + (points_ms.get("Permit") or 0.0), 4)
 
 
+# the gang series: Permit's wait (both gang schedulers) and kube-scheduler 1.36's pod-group cycle
+# (GenericWorkload gate; pkg/scheduler/metrics/metrics.go, v1.36.1)
+PERMIT_WAIT = "scheduler_permit_wait_duration_seconds"
+PODGROUP_ATTEMPTS = "scheduler_podgroup_schedule_attempts_total"
+PODGROUP_ATTEMPT = "scheduler_podgroup_scheduling_attempt_duration_seconds"
+PODGROUP_ALGORITHM = "scheduler_podgroup_scheduling_algorithm_duration_seconds"
+
+
+def gang_figures(m) -> dict:
+    """Permit waits (count and mean by result) and pod-group cycles (attempts and mean duration by
+    result, the algorithm's mean); empty where the scheduler has no gang plugin."""
+    out: dict = {}
+    for result in ("Success", "Unschedulable", "Error"):          # the Permit status code (framework.go)
+        n = total(m.get(PERMIT_WAIT + "_count", []), result=result)
+        if n:
+            out[f"permit_wait_{result.lower()}"] = {"n": int(n), "ms_mean": _mean_ms(m, PERMIT_WAIT, result=result)}
+    for result in ("scheduled", "unschedulable", "error"):
+        n = total(m.get(PODGROUP_ATTEMPTS, []), result=result)
+        if n:
+            out[f"podgroup_{result}"] = {"n": int(n), "ms_mean": _mean_ms(m, PODGROUP_ATTEMPT, result=result)}
+    if total(m.get(PODGROUP_ALGORITHM + "_count", [])):
+        out["podgroup_algorithm_ms_mean"] = _mean_ms(m, PODGROUP_ALGORITHM)
+    return out
+
+
 def scheduler_figures(text: str) -> dict:
     m = parse(text, ("scheduler_pod_scheduling_sli_duration_seconds", "scheduler_pending_pods",
                      "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds",
-                     ALGORITHM, EXTENSION, "rest_client_requests_total", "rest_client_rate_limiter_duration_seconds"))
+                     ALGORITHM, EXTENSION, "rest_client_requests_total", "rest_client_rate_limiter_duration_seconds",
+                     PERMIT_WAIT, "scheduler_podgroup_"))
     sli = _buckets(m.get("scheduler_pod_scheduling_sli_duration_seconds_bucket", []))
     attempts = m.get("scheduler_schedule_attempts_total", [])
     points = {p: _mean_ms(m, EXTENSION, extension_point=p) for p in CYCLE_POINTS + BINDING_POINTS}
@@ -134,13 +160,19 @@ def scheduler_figures(text: str) -> dict:
         "attempt_s_total": round(total(m.get("scheduler_scheduling_attempt_duration_seconds_sum", [])), 6),
         "client_requests": int(total(m.get("rest_client_requests_total", []))),
         "client_rate_limiter_wait_s": round(total(m.get("rest_client_rate_limiter_duration_seconds_sum", [])), 6),
+        "client_requests_by_method": {v: int(total(m.get("rest_client_requests_total", []), method=v))
+                                      for v in ("GET", "POST", "PATCH", "PUT", "DELETE")
+                                      if total(m.get("rest_client_requests_total", []), method=v)},
+        **gang_figures(m),
     }
 
 
 # (verb, resource, subresource) of the requests whose latency the simulated control plane uses
 REQUESTS = {"create_pod": ("POST", "pods", ""), "bind_pod": ("POST", "pods", "binding"),
             "update_pod_status": ("PATCH", "pods", "status"), "create_podgroup": ("POST", "podgroups", ""),
-            "update_podgroup_status": ("PUT", "podgroups", "status")}
+            "update_podgroup_status": ("PUT", "podgroups", "status"),
+            # kube-gang: the client's Workload, and the pod-group cycle's condition patch (v1.36.1)
+            "create_workload": ("POST", "workloads", ""), "patch_podgroup_status": ("PATCH", "podgroups", "status")}
 
 
 def apiserver_figures(text: str) -> dict:

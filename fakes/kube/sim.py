@@ -236,19 +236,24 @@ class SimKube(KubeTraits, KubeFamily):
             if not self._could_fit(g, self.unschedulable[g]) or not self.state.up.any():
                 continue
             for js in self.unschedulable.pop(g).values():
-                if js.done:
-                    continue
-                ready = js.extra.get("failed_at", t) + self._backoff_s(js.extra["attempts"])
-                ready -= ready % BACKOFF_WINDOW_S
-                if ready <= t:
-                    js.extra["queued"] = False
-                    self._activate(js, t)
-                elif not js.extra.get("in_backoff"):
-                    js.extra["in_backoff"] = True
-                    self._seqn += 1
-                    heapq.heappush(self.backoff, (ready, -js.job.priority, js.job.submit_s, self._seqn, js.job.id))
-                    self._at(ready, self._backoff_done, js)
-                    self._kick(t)
+                self._move_to_queue(js, t)
+
+    def _move_to_queue(self, js: JobState, t: float) -> None:
+        """An event may make it schedulable: to the active queue, or the backoff queue while its
+        backoff (from its last failure) lasts."""
+        if js.done:
+            return
+        ready = js.extra.get("failed_at", t) + self._backoff_s(js.extra["attempts"])
+        ready -= ready % BACKOFF_WINDOW_S
+        if ready <= t:
+            js.extra["queued"] = False
+            self._activate(js, t)
+        elif not js.extra.get("in_backoff"):
+            js.extra["in_backoff"] = True
+            self._seqn += 1
+            heapq.heappush(self.backoff, (ready, -js.job.priority, js.job.submit_s, self._seqn, js.job.id))
+            self._at(ready, self._backoff_done, js)
+            self._kick(t)
 
     def _backoff_done(self, t: float, js: JobState) -> None:
         """Its backoff ended in the backoff queue: to the active queue (unless popped meanwhile)."""

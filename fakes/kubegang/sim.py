@@ -13,6 +13,14 @@ reserved pods keep waiting in Permit for a release).
   (permitTimeoutDuration, pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go).
 - coscheduling (fakes/coscheduling/sim.py) rejects the waiting pods in PostFilter only when more than
   podGroupRejectPercentage (10 %) of minMember is still unassigned.
+
+Two costs differ from vanilla kube's and are measured on the real gang schedulers (tools/gangs/
+fidelity.py's fitting runs): the client creates the gang objects (a PodGroup; kube-gang also a
+Workload) and only once they exist the pods (fakes/kubegang/gangobjects.py), which delays a job's pods
+by gang_objects_ms (the apiserver's POST latency for those objects); and a bind takes bind_ms, the
+scheduler's own Bind extension point, which under a gang scheduler's retry loop includes a long wait
+in its client's rate limiter (the Permit and PostFilter retries write events through it) and so
+replaces the twin's write_ms and token bucket for binds.
 """
 from __future__ import annotations
 
@@ -23,6 +31,24 @@ from loadgen.model.errors import UserError
 
 class GangKubeTwin(SimKube):
     reject_share = 0.0          # revert the attempt's reservations when more than this share is missing
+    gang_objects = 1            # objects the client creates before a job's pods: the PodGroup
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.podgroup_bytes = ctx.control_plane["object_bytes"]["podgroup"]
+        self.gang_objects_s = self.cfg["gang_objects_ms"] / 1000.0
+        self.bind_s = self.cfg["bind_ms"] / 1000.0
+
+    def _objects(self, js: JobState) -> list[float]:
+        return [self.podgroup_bytes] * self.gang_objects + super()._objects(js)
+
+    def _submit(self, js: JobState, now: float) -> None:
+        """The pods go out once the gang objects' creates returned."""
+        js.extra["created"] = False
+        self._at(now + self.gang_objects_s, self._create, js, now)
+
+    def _send_bind(self, js: JobState, t: float, retries: int = 0) -> None:
+        self._at(t + self.bind_s, self._bound, js, retries)
 
     def _park(self, js: JobState, t: float) -> None:
         reserved = js.extra.get("reserved", 0)
@@ -45,6 +71,7 @@ class GangKubeTwin(SimKube):
 
 class SimKubeGang(GangKubeTwin):
     name = "kube-gang"
+    gang_objects = 2            # a Workload and its PodGroup
 
     def __init__(self, ctx):
         if ctx.config.get("topology", "none") != "none":

@@ -30,10 +30,20 @@ def wall_plan(scenario: Scenario, time_scale: float, trace: str | None = None) -
                    warmup_s=p.warmup_s / time_scale)
 
 
+# Settings a real adapter divides by the time scale, in whole seconds and at least 1, so the twin on
+# the wall-clock plan must too: coscheduling's PodGroup scheduleTimeoutSeconds (fakes/coscheduling/
+# controlplane.py permit_wait_s). kube-gang's Permit timeout is fixed in kube-scheduler (5 min of wall
+# time whatever the scale), so its twin keeps the unscaled 300 s.
+SCALED_WHOLE_SECONDS = {"coscheduling": ("permit_timeout_s",)}
+
+
 def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None,
          trace: str | None = None) -> dict:
     """The simulated scheduler on the real run's wall-clock plan; nothing written to disk."""
+    overrides = {"sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)}
+    for key in SCALED_WHOLE_SECONDS.get(name, ()):
+        overrides[f"schedulers.{name}.{key}"] = max(1, round(scenario.data["schedulers"][name][key] / time_scale))
     sc = from_dict(scenario.raw, scenario.path, scenario.profile if profile is None else profile,
-                   overrides={"sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)})
+                   overrides=overrides)
     return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
                    wall_plan(scenario, time_scale, trace), None)[0]

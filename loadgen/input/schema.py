@@ -426,8 +426,13 @@ SCENARIO = {
 # sections (fakes/profiles/*.yaml).
 K8S_GANG = "kube-scheduler v1.36.1, kubernetes pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go"
 SP_COSCHED = "scheduler-plugins v0.34.7, apis/config/v1/defaults.go"
+GANG_COSTS = {
+    "gang_objects_ms": Field(NUM, PROFILE, lo=0),    # the gang objects' creates, before the job's pods go out
+    "bind_ms": Field(NUM, PROFILE, lo=0),            # the scheduler's Bind extension point (limiter wait included)
+}
 SCENARIO["schedulers"]["kube-gang"] = {
     **SCENARIO["schedulers"]["kube"],
+    **GANG_COSTS,
     "coscheduling": Field(bool, True),
     "permit_timeout_s": Field(NUM, 300.0, lo=0, source=K8S_GANG + " (permitTimeoutDuration, fixed)"),
     # real only (TopologyAwareWorkloadScheduling): keep each gang that fits in one leaf or spine there
@@ -436,6 +441,7 @@ SCENARIO["schedulers"]["kube-gang"] = {
 }
 SCENARIO["schedulers"]["coscheduling"] = {
     **SCENARIO["schedulers"]["kube"],
+    **GANG_COSTS,
     "coscheduling": Field(bool, True),
     "permit_timeout_s": Field(NUM, 60.0, lo=0, source=SP_COSCHED + " (permitWaitingTimeSeconds; the adapter "
                                                       "sets each PodGroup's scheduleTimeoutSeconds to it)"),
