@@ -59,7 +59,7 @@ def node_resource(i: int) -> str:
 
 
 def node_specs(fleet: Fleet) -> list[dict[str, Any]]:
-    return [{"index": i, "name": fleet.node_name(i), "num_gpus": fleet.gpus_per_node,
+    return [{"index": i, "name": fleet.node_name(i), "num_gpus": int(fleet.gpus_of[i]),
              "num_cpus": fleet.cpus_per_node, "resources": {node_resource(i): 1},
              "labels": fleet.node_labels(i)} for i in range(fleet.nodes)]
 

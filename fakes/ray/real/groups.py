@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.ray.share import bundle_unit
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 
@@ -20,9 +21,8 @@ class RayGroups:
             else self.cfg.get("single_node_strategy", "PACK")
 
     def bundles(self, job: Job) -> list[dict[str, float]]:
-        b: dict[str, float] = {"GPU": float(job.gpus_per_member)}
-        if job.cpus_per_member:
-            b["CPU"] = float(job.cpus_per_member)
+        """One bundle per member: {"GPU": gpus_per_member or the share's fraction, "CPU": ...}."""
+        b = bundle_unit(job)
         return [dict(b) for _ in range(job.members)]
 
     def submit(self, job: Job, now: float) -> list[Event]:

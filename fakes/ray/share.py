@@ -1,0 +1,49 @@
+"""GPU sharing on Ray: what a job with a share asks for, and which pools Ray can serve.
+
+Ray shares a GPU by fraction only. A raylet declares its GPUs as one resource, "GPU", counted in
+whole devices (`--num-gpus`; GPU is a unit-instance resource: one instance of 1.0 per device), and a
+task, actor or placement-group bundle asks for a fraction of one, {"GPU": 0.25}; the raylet puts a
+fraction below 1 on a single GPU, the best-fitting one (fakes/ray/fakelets/book.py has the rules,
+with sources). Nothing else needs advertising: the fleet's nodes carry their pool and sharing mode
+as labels (gangstorm.io/pool, gangstorm.io/gpu-sharing) for the record, and the GCS schedules
+fractions on any GPU node, whole or fraction pool alike.
+
+Ray has no MIG or shard resource of its own (a MIG instance would have to be declared as a custom
+resource and asked for by name: not Ray's mechanism but a naming convention), so a mig or shards
+pool, or a job asking for mig:/shards: slices, is refused in one line.
+"""
+from __future__ import annotations
+
+from loadgen.model.errors import UserError
+from loadgen.model.fleet import Fleet
+from loadgen.model.gpushare import MILLI
+from loadgen.model.job import Job
+
+SUPPORTED_MODES = ("whole", "fraction")
+
+
+def check_fleet(fleet: Fleet) -> None:
+    """UserError (one line) unless every pool shares its GPUs whole or by fraction."""
+    for p in fleet.pools:
+        if p.sharing.mode not in SUPPORTED_MODES:
+            raise UserError(f"fleet.pools[{p.name}].sharing.mode: ray shares GPUs only by fraction (num_gpus < 1); "
+                            f"expected one of {', '.join(SUPPORTED_MODES)}, got {p.sharing.mode!r}")
+
+
+def gpu_amount(job: Job) -> float:
+    """The GPU amount one member's bundle asks for: gpus_per_member, or the share's fraction."""
+    share = job.gpu_share
+    if share.is_whole:
+        return float(job.gpus_per_member)
+    if share.kind != "milli":
+        raise UserError(f"job {job.id}: share {share.text!r}: ray shares GPUs only by fraction; "
+                        "expected \"\" or \"milli:N\"")
+    return share.amount / MILLI
+
+
+def bundle_unit(job: Job) -> dict[str, float]:
+    """One member's bundle: {"GPU": amount} plus {"CPU": cpus_per_member} when it asks for CPUs."""
+    b = {"GPU": gpu_amount(job)}
+    if job.cpus_per_member:
+        b["CPU"] = float(job.cpus_per_member)
+    return b
