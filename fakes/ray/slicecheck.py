@@ -1,0 +1,93 @@
+"""Fractional-GPU placement groups step by step on a Ray cluster, and where each slice landed.
+
+    python -m fakes.ray.slicecheck ADDRESS PLAN.json [--gpu-ids]
+
+Run with the fleet's environment (fleet.RAY_ENV: the node IP stays 127.0.0.1), in its own process
+like the driver (never under Locust's gevent). PLAN: {"wait_s": W, "steps": [...]}, each step
+  {"create": NAME, "bundles": [{...}], "strategy": S}   create a group, wait up to W s for it
+  {"remove": NAME}                                      remove it, then wait up to W s for every
+                                                        group still pending to be placed
+Prints one JSON line: {"groups": {NAME: {"pg": hex, "state": "CREATED"|"PENDING", "nodes": [node id
+per bundle], "after_step": k (the step it was first seen CREATED after), "gpu_ids": [[ids] per
+bundle]}}, "steps": [...]}. With --gpu-ids (real raylets only: a fakelet runs no worker) one task
+per bundle of every created group asks for the bundle's own GPU amount inside it and returns
+ray.get_gpu_ids(): the GPU the raylet gave the bundle.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def run(address: str, plan: dict[str, Any], gpu_ids: bool) -> dict[str, Any]:
+    import ray
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    ray.init(address=address, log_to_driver=False, logging_level="WARNING", include_dashboard=False)
+    wait_s = float(plan.get("wait_s", 5.0))
+    groups: dict[str, dict[str, Any]] = {}
+    pgs: dict[str, Any] = {}
+
+    def settle(k: int, names: list[str]) -> None:
+        deadline = time.monotonic() + wait_s
+        for name in names:
+            ready, _ = ray.wait([pgs[name].ready()], timeout=max(0.0, deadline - time.monotonic()))
+            if ready and groups[name]["after_step"] is None:
+                groups[name]["after_step"] = k
+
+    for k, step in enumerate(plan["steps"]):
+        if "create" in step:
+            name = step["create"]
+            pgs[name] = placement_group(step["bundles"], strategy=step.get("strategy", "PACK"), name=name)
+            groups[name] = {"pg": pgs[name].id.hex(), "bundles": step["bundles"], "after_step": None}
+            settle(k, [name])
+        else:
+            name = step["remove"]
+            remove_placement_group(pgs.pop(name))
+            groups[name]["removed"] = True
+            settle(k, [n for n in pgs if groups[n]["after_step"] is None])
+
+    for name, g in groups.items():
+        if g.get("removed"):
+            g["state"] = "REMOVED"
+            continue
+        row = placement_group_table(pgs[name])
+        g["state"] = row["state"]
+        g["nodes"] = [row["bundles_to_node_id"].get(i) for i in range(len(g["bundles"]))]
+        if gpu_ids and row["state"] == "CREATED":
+            g["gpu_ids"] = ray.get([_gpu_ids.options(
+                num_cpus=0, num_gpus=b.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pgs[name], placement_group_bundle_index=i)).remote()
+                for i, b in enumerate(g["bundles"])], timeout=120)
+    for pg in pgs.values():
+        remove_placement_group(pg)
+    ray.shutdown()
+    return {"groups": groups}
+
+
+def _gpu_ids_body() -> list[int]:
+    import ray
+    return sorted(int(i) for i in ray.get_gpu_ids())
+
+
+_gpu_ids: Any = None
+
+
+def main(argv: list[str]) -> int:
+    global _gpu_ids
+    if len(argv) < 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    import ray
+    _gpu_ids = ray.remote(max_retries=0)(_gpu_ids_body)
+    out = run(argv[0], json.loads(Path(argv[1]).read_text()), "--gpu-ids" in argv[2:])
+    print(json.dumps(out, separators=(",", ":")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

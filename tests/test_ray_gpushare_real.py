@@ -1,0 +1,135 @@
+"""Fractional GPU bundles on real raylets and on fakelets: the same groups, the same outcome.
+
+Three nodes of two GPUs, on Ray's real GCS, first with real raylets and then with fakelets. One plan
+(fakes/ray/slicecheck.py) creates single- and multi-bundle groups of GPU fractions under PACK,
+STRICT_PACK and STRICT_SPREAD, some pinned to a node by its node resource, and removes one. What
+each kind must show, exactly (the raylet's rules: fakes/ray/fakelets/book.py):
+- a fraction sits on one GPU, the best-fitting one (0.25 fills the GPU with 0.25 left, not the
+  first GPU with room), lowest index on ties;
+- a group whose fraction fits the node's free sum but no single GPU stays PENDING (0.5 when each
+  GPU has 0.4 left), and is placed once a removal frees a GPU;
+- no GPU holds more than 1.0.
+On raylets the GPU of each bundle is read back from a task run inside it (ray.get_gpu_ids()); on
+fakelets from the fakelets' books. The two kinds must agree group by group.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from fakes.ray.fleet import REPO, RayFleet, node_resource
+from fakes.real.procs import session_pids
+from loadgen.model.fleet import Fleet
+from support.ray_fleet import ray_or_fail
+
+pytestmark = pytest.mark.real
+
+FLEET = Fleet(nodes=3, gpus_per_node=2, cpus_per_node=2, leaf_size=4)
+
+
+def on(node: int, gpu: float) -> dict[str, float]:
+    """A bundle of `gpu` pinned to `node` by the custom resource only that node declares."""
+    return {"GPU": gpu, node_resource(node): 0.001}
+
+
+PLAN = {"wait_s": 6.0, "steps": [
+    # node 0: two 0.6 slices take a GPU each; 0.5 then fits the 0.8 free sum but no GPU
+    {"create": "a", "bundles": [on(0, 0.6)]},
+    {"create": "b", "bundles": [on(0, 0.6)]},
+    {"create": "c", "bundles": [on(0, 0.5)]},
+    {"create": "d", "bundles": [on(0, 0.4)]},                 # a tie (0.4 left on each): GPU 0
+    {"remove": "a"},                                          # GPU 0 has 0.6 again: c is placed there
+    # node 1: best fit, not first fit
+    {"create": "e", "bundles": [on(1, 0.5)]},
+    {"create": "f", "bundles": [on(1, 0.75)]},
+    {"create": "g", "bundles": [on(1, 0.25)]},                # fills GPU 1 (0.25 left) rather than GPU 0
+    {"create": "h", "bundles": [on(1, 0.5)]},                 # so GPU 0 still has room
+    # unpinned, across nodes
+    {"create": "s", "bundles": [{"GPU": 0.3}, {"GPU": 0.3}], "strategy": "STRICT_SPREAD"},
+    {"create": "t", "bundles": [{"GPU": 0.5}] * 3, "strategy": "STRICT_PACK"},
+    {"create": "u", "bundles": [{"GPU": 0.6}], "strategy": "PACK"},   # no node has 0.6 left
+]}
+
+# group -> sorted (node, gpu, amount) per bundle; None: not placed
+EXPECTED = {
+    "b": [(0, 1, 0.6)], "c": [(0, 0, 0.5)], "d": [(0, 0, 0.4)],
+    "e": [(1, 0, 0.5)], "f": [(1, 1, 0.75)], "g": [(1, 1, 0.25)], "h": [(1, 0, 0.5)],
+    "s": [(0, 1, 0.3), (2, 0, 0.3)],
+    "t": [(2, 0, 0.5), (2, 1, 0.5), (2, 1, 0.5)],
+    "u": None,
+}
+
+
+def run_plan(kind: str, tmp_path) -> dict[str, list | None]:
+    fleet = RayFleet(FLEET, workdir=tmp_path / kind, kind=kind, boot_timeout_s=180)
+    sessions: list[int] = []
+    try:
+        fleet.start()
+        sessions = [fleet.pgid, *(fleet.fakelets.pids() if fleet.fakelets else [])]
+        index = {n["node_id"]: n["index"] for n in fleet.nodes}
+        plan = tmp_path / f"{kind}-plan.json"
+        plan.write_text(json.dumps(PLAN))
+        args = [sys.executable, "-m", "fakes.ray.slicecheck", fleet.address, str(plan)]
+        done = subprocess.run(args + (["--gpu-ids"] if kind == "raylet" else []), cwd=REPO, capture_output=True,
+                              text=True, timeout=240, env={**_env(), **fleet.env()})
+        assert done.returncode == 0, done.stderr[-3000:]
+        groups = json.loads(done.stdout.strip().splitlines()[-1])["groups"]
+        slices = fleet.fakelets.gpu_slices() if fleet.fakelets else []
+    finally:
+        fleet.stop()
+        left = [p for s in sessions if s for p in session_pids(s)]
+        assert not left, f"processes left after stop: {left}"
+    assert groups["a"]["state"] == "REMOVED"
+    assert groups["c"]["after_step"] == 4, "c must wait for a's removal"
+    return {name: placed(g, index, slices) for name, g in groups.items() if name != "a"}
+
+
+def placed(g: dict, index: dict[str, int], slices: list[dict]) -> list | None:
+    if g["state"] != "CREATED":
+        return None
+    out = []
+    for i, (node_id, bundle) in enumerate(zip(g["nodes"], g["bundles"])):
+        if "gpu_ids" in g:
+            ids = g["gpu_ids"][i]
+        else:
+            ids = [int(k) for s in slices if s["pg"] == g["pg"] and s["bundle"] == i for k in s["instances"]]
+        assert len(ids) == 1, f"a fraction on more than one GPU: {g} bundle {i}: {ids}"
+        out.append((index[node_id], ids[0], bundle["GPU"]))
+    return sorted(out)
+
+
+def _env() -> dict[str, str]:
+    import os
+    return dict(os.environ)
+
+
+def no_gpu_over_one(result: dict[str, list | None]) -> dict[tuple[int, int], float]:
+    per: dict[tuple[int, int], float] = defaultdict(float)
+    for bundles in result.values():
+        for node, gpu, amount in bundles or ():
+            per[(node, gpu)] += amount
+    per = {k: round(v, 4) for k, v in per.items()}
+    assert all(v <= 1.0 for v in per.values()), per
+    return per
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    ray_or_fail()
+    tmp = tmp_path_factory.mktemp("gpushare")
+    return {kind: run_plan(kind, tmp) for kind in ("raylet", "fakelet")}
+
+
+def test_real_raylets_place_fractions_on_one_best_fitting_gpu(results):
+    assert results["raylet"] == EXPECTED
+    assert no_gpu_over_one(results["raylet"]) == {(0, 0): 0.9, (0, 1): 0.9, (1, 0): 1.0,
+                                                  (1, 1): 1.0, (2, 0): 0.8, (2, 1): 1.0}
+
+
+def test_fakelets_place_every_group_as_the_raylets_did(results):
+    assert results["fakelet"] == results["raylet"]
+    no_gpu_over_one(results["fakelet"])
