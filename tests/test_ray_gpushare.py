@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fakes.ray.fakelets.book import Book, take
-from fakes.ray.share import bundle_unit, check_fleet
+from fakes.ray.share import bundle_labels, bundle_unit, check_fleet
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet, NodePool
 from loadgen.model.gpushare import Sharing
@@ -113,3 +113,12 @@ def test_mig_and_shards_pools_are_refused_in_one_line():
     with pytest.raises(UserError):
         bundle_unit(job(members=1, gpus_per_member=1, share="shards:2"))
     check_fleet(Fleet(nodes=4, gpus_per_node=8, pools=(NodePool("f", 4, "t4", Sharing("fraction")),)))
+
+
+def test_slices_keep_to_fraction_nodes_only_when_some_pool_is_whole():
+    mixed = Fleet(nodes=4, gpus_per_node=8, pools=(NodePool("w", 2, "t4"), NodePool("f", 2, "t4", Sharing("fraction"))))
+    frac = Fleet(nodes=4, gpus_per_node=8, pools=(NodePool("f", 4, "t4", Sharing("fraction")),))
+    slice_job, whole_job = job(members=2, gpus_per_member=1, share="milli:500"), job(members=1, gpus_per_member=2)
+    assert bundle_labels(slice_job, mixed) == {"gangstorm.io/gpu-sharing": "fraction"}
+    assert mixed.node_labels(3)["gangstorm.io/gpu-sharing"] == "fraction"         # what the selector finds
+    assert bundle_labels(slice_job, frac) is None and bundle_labels(whole_job, mixed) is None

@@ -1,6 +1,6 @@
 """Fractional GPU bundles on real raylets and on fakelets: the same groups, the same outcome.
 
-Three nodes of two GPUs, on Ray's real GCS, first with real raylets and then with fakelets. One plan
+Four nodes of two GPUs (three in a fraction pool, one in a whole-GPU pool), on Ray's real GCS, first with real raylets and then with fakelets. One plan
 (fakes/ray/slicecheck.py) creates single- and multi-bundle groups of GPU fractions under PACK,
 STRICT_PACK and STRICT_SPREAD, some pinned to a node by its node resource, and removes one. What
 each kind must show, exactly (the raylet's rules: fakes/ray/fakelets/book.py):
@@ -8,6 +8,8 @@ each kind must show, exactly (the raylet's rules: fakes/ray/fakelets/book.py):
   first GPU with room), lowest index on ties;
 - a group whose fraction fits the node's free sum but no single GPU stays PENDING (0.5 when each
   GPU has 0.4 left), and is placed once a removal frees a GPU;
+- a fraction asked for with the fraction pool's label never lands on the whole-GPU node, even when
+  only that node has room; a whole-GPU group does;
 - no GPU holds more than 1.0.
 On raylets the GPU of each bundle is read back from a task run inside it (ray.get_gpu_ids()); on
 fakelets from the fakelets' books. The two kinds must agree group by group.
@@ -23,12 +25,15 @@ import pytest
 
 from fakes.ray.fleet import REPO, RayFleet, node_resource
 from fakes.real.procs import session_pids
-from loadgen.model.fleet import Fleet
+from loadgen.model.fleet import Fleet, NodePool
+from loadgen.model.gpushare import Sharing
 from support.ray_fleet import ray_or_fail
 
 pytestmark = pytest.mark.real
 
-FLEET = Fleet(nodes=3, gpus_per_node=2, cpus_per_node=2, leaf_size=4)
+FLEET = Fleet(nodes=4, gpus_per_node=2, cpus_per_node=2, leaf_size=4,
+              pools=(NodePool("frac", 3, "t4", Sharing("fraction")), NodePool("whole", 1, "t4")))
+FRACTION_NODES = {"gangstorm.io/gpu-sharing": "fraction"}     # what RealRay adds on a mixed fleet
 
 
 def on(node: int, gpu: float) -> dict[str, float]:
@@ -48,10 +53,11 @@ PLAN = {"wait_s": 6.0, "steps": [
     {"create": "f", "bundles": [on(1, 0.75)]},
     {"create": "g", "bundles": [on(1, 0.25)]},                # fills GPU 1 (0.25 left) rather than GPU 0
     {"create": "h", "bundles": [on(1, 0.5)]},                 # so GPU 0 still has room
-    # unpinned, across nodes
-    {"create": "s", "bundles": [{"GPU": 0.3}, {"GPU": 0.3}], "strategy": "STRICT_SPREAD"},
-    {"create": "t", "bundles": [{"GPU": 0.5}] * 3, "strategy": "STRICT_PACK"},
-    {"create": "u", "bundles": [{"GPU": 0.6}], "strategy": "PACK"},   # no node has 0.6 left
+    # unpinned, across the fraction pool's nodes (node 3 is a whole-GPU pool's)
+    {"create": "s", "bundles": [{"GPU": 0.3}, {"GPU": 0.3}], "strategy": "STRICT_SPREAD", "labels": FRACTION_NODES},
+    {"create": "t", "bundles": [{"GPU": 0.5}] * 3, "strategy": "STRICT_PACK", "labels": FRACTION_NODES},
+    {"create": "u", "bundles": [{"GPU": 0.6}], "strategy": "PACK", "labels": FRACTION_NODES},  # only node 3 has room
+    {"create": "w", "bundles": [{"GPU": 1.0}] * 2, "strategy": "STRICT_PACK"},             # whole GPUs: node 3
 ]}
 
 # group -> sorted (node, gpu, amount) per bundle; None: not placed
@@ -61,6 +67,7 @@ EXPECTED = {
     "s": [(0, 1, 0.3), (2, 0, 0.3)],
     "t": [(2, 0, 0.5), (2, 1, 0.5), (2, 1, 0.5)],
     "u": None,
+    "w": [(3, 0, 1.0), (3, 1, 1.0)],
 }
 
 
@@ -127,7 +134,7 @@ def results(tmp_path_factory):
 def test_real_raylets_place_fractions_on_one_best_fitting_gpu(results):
     assert results["raylet"] == EXPECTED
     assert no_gpu_over_one(results["raylet"]) == {(0, 0): 0.9, (0, 1): 0.9, (1, 0): 1.0,
-                                                  (1, 1): 1.0, (2, 0): 0.8, (2, 1): 1.0}
+                                                  (1, 1): 1.0, (2, 0): 0.8, (2, 1): 1.0, (3, 0): 1.0, (3, 1): 1.0}
 
 
 def test_fakelets_place_every_group_as_the_raylets_did(results):

@@ -5,8 +5,11 @@ whole devices (`--num-gpus`; GPU is a unit-instance resource: one instance of 1.
 task, actor or placement-group bundle asks for a fraction of one, {"GPU": 0.25}; the raylet puts a
 fraction below 1 on a single GPU, the best-fitting one (fakes/ray/fakelets/book.py has the rules,
 with sources). Nothing else needs advertising: the fleet's nodes carry their pool and sharing mode
-as labels (gangstorm.io/pool, gangstorm.io/gpu-sharing) for the record, and the GCS schedules
-fractions on any GPU node, whole or fraction pool alike.
+as labels (gangstorm.io/pool, gangstorm.io/gpu-sharing). The GCS would schedule a fraction on any
+GPU node, so on a fleet that also has whole-GPU pools a fractional gang's bundles carry a
+bundle_label_selector {gangstorm.io/gpu-sharing: fraction} (Ray's label scheduling, the API a user
+would use to keep fractions off dedicated nodes); a whole-GPU gang may use any pool, as the
+contract says (loadgen/model/gpushare.py).
 
 Ray has no MIG or shard resource of its own (a MIG instance would have to be declared as a custom
 resource and asked for by name: not Ray's mechanism but a naming convention), so a mig or shards
@@ -20,6 +23,7 @@ from loadgen.model.gpushare import MILLI
 from loadgen.model.job import Job
 
 SUPPORTED_MODES = ("whole", "fraction")
+SHARING_LABEL = "gangstorm.io/gpu-sharing"      # loadgen.model.fleet.Fleet.node_labels
 
 
 def check_fleet(fleet: Fleet) -> None:
@@ -39,6 +43,14 @@ def gpu_amount(job: Job) -> float:
         raise UserError(f"job {job.id}: share {share.text!r}: ray shares GPUs only by fraction; "
                         "expected \"\" or \"milli:N\"")
     return share.amount / MILLI
+
+
+def bundle_labels(job: Job, fleet: Fleet) -> dict[str, str] | None:
+    """The label every bundle of `job` must find on its node: fraction-mode nodes for a slice when
+    some pool shares nothing; None when any GPU node will do."""
+    if job.gpu_share.is_whole or all(p.sharing.mode == "fraction" for p in fleet.pools):
+        return None
+    return {SHARING_LABEL: "fraction"}
 
 
 def bundle_unit(job: Job) -> dict[str, float]:

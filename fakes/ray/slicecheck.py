@@ -4,7 +4,9 @@
 
 Run with the fleet's environment (fleet.RAY_ENV: the node IP stays 127.0.0.1), in its own process
 like the driver (never under Locust's gevent). PLAN: {"wait_s": W, "steps": [...]}, each step
-  {"create": NAME, "bundles": [{...}], "strategy": S}   create a group, wait up to W s for it
+  {"create": NAME, "bundles": [{...}], "strategy": S, "labels": {K: V}}
+                                                        create a group (every bundle only on nodes
+                                                        with those labels, if given), wait up to W s
   {"remove": NAME}                                      remove it, then wait up to W s for every
                                                         group still pending to be placed
 Prints one JSON line: {"groups": {NAME: {"pg": hex, "state": "CREATED"|"PENDING", "nodes": [node id
@@ -42,7 +44,8 @@ def run(address: str, plan: dict[str, Any], gpu_ids: bool) -> dict[str, Any]:
     for k, step in enumerate(plan["steps"]):
         if "create" in step:
             name = step["create"]
-            pgs[name] = placement_group(step["bundles"], strategy=step.get("strategy", "PACK"), name=name)
+            labels = {"bundle_label_selector": [step["labels"]] * len(step["bundles"])} if step.get("labels") else {}
+            pgs[name] = placement_group(step["bundles"], strategy=step.get("strategy", "PACK"), name=name, **labels)
             groups[name] = {"pg": pgs[name].id.hex(), "bundles": step["bundles"], "after_step": None}
             settle(k, [name])
         else:

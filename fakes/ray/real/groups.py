@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakes.ray.share import bundle_unit
+from fakes.ray.share import bundle_labels, bundle_unit
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 
@@ -29,8 +29,9 @@ class RayGroups:
         self.clock.sync(now)
         self.jobs[job.id] = self.pending[job.id] = job
         self.counters["submitted"] += 1
+        labels = bundle_labels(job, self.ctx.fleet)
         self._send(op="submit", id=job.id, bundles=self.bundles(job), strategy=self.strategy(job),
-                   hold_s=job.duration_s)
+                   hold_s=job.duration_s, **({"labels": labels} if labels else {}))
         self._emit(now, job.id, Kind.SUBMITTED)
         return self._take()
 
