@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fakes.ray.fakelets.book import Book, take
-from fakes.ray.share import bundle_labels, bundle_unit, check_fleet
+from fakes.ray.share import bundle_labels, bundle_unit, check_fleet, slice_figures
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet, NodePool
 from loadgen.model.gpushare import Sharing
@@ -122,3 +122,12 @@ def test_slices_keep_to_fraction_nodes_only_when_some_pool_is_whole():
     assert bundle_labels(slice_job, mixed) == {"gangstorm.io/gpu-sharing": "fraction"}
     assert mixed.node_labels(3)["gangstorm.io/gpu-sharing"] == "fraction"         # what the selector finds
     assert bundle_labels(slice_job, frac) is None and bundle_labels(whole_job, mixed) is None
+
+
+def test_slice_figures_from_the_fakelets_books():
+    b = Book({"GPU": 2.0})
+    held(b, 0.5, 0.75, 0.25)
+    b.prepare([((PG, 9), {"GPU": 0.5})])                 # prepared only: not held yet
+    slices = [{"node": 7, **s} for s in b.slices()]
+    assert slice_figures(slices) == {"slice_gpus_held": 1.5, "gpus_held": 2, "gpus_shared": 1, "gpu_fill_max": 1.0}
+    assert slice_figures([]) == {"slice_gpus_held": 0.0, "gpus_held": 0, "gpus_shared": 0, "gpu_fill_max": 0.0}

@@ -59,3 +59,19 @@ def bundle_unit(job: Job) -> dict[str, float]:
     if job.cpus_per_member:
         b["CPU"] = float(job.cpus_per_member)
     return b
+
+
+def slice_figures(slices: list[dict]) -> dict[str, float]:
+    """Where the GCS's groups hold GPU on the fakelets, from their books (FakeletShards.gpu_slices):
+    slice_gpus_held (the GPU amount of every committed bundle), gpus_held (GPUs with anything on
+    them), gpus_shared (GPUs holding two or more bundles) and gpu_fill_max (the fullest GPU; never
+    above 1.0 unless the accounting is wrong)."""
+    per: dict[tuple[int, int], list[float]] = {}
+    for s in slices:
+        if s.get("state") != "committed" or s.get("resource") != "GPU":
+            continue
+        for gpu, amount in s["instances"].items():
+            per.setdefault((int(s["node"]), int(gpu)), []).append(float(amount))
+    return {"slice_gpus_held": round(sum(sum(v) for v in per.values()), 4), "gpus_held": len(per),
+            "gpus_shared": sum(1 for v in per.values() if len(v) > 1),
+            "gpu_fill_max": round(max((sum(v) for v in per.values()), default=0.0), 4)}
