@@ -184,6 +184,14 @@ class RayFleet:
                 n.update(reply["node"])
         return reply
 
+    def gpu_slices(self, timeout_s: float = 10.0) -> list[dict[str, Any]] | None:
+        """Fakelets: which GPU each bundle holds, from their books (None with raylets). Under the
+        fleet's lock: a node_recover thread may be talking to the same shard."""
+        if self.fakelets is None:
+            return None
+        with self._lock:
+            return self.fakelets.gpu_slices(timeout_s)
+
     def _call(self, msg: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
         # One request/reply at a time: node_recover calls this from a background thread.
         with self._lock:

@@ -46,11 +46,10 @@ class RayUsage:
         """A fleet that shares GPUs, on fakelets: where the slices sit now, read from the fakelets'
         books (which GPU each bundle holds), so the run records slice-level allocation as the GCS
         and the raylet rules made it (fakes/ray/share.py slice_figures)."""
-        shards = self.fleet.fakelets
-        if shards is None or not self.ctx.fleet.shared:
+        if self.fleet.fakelets is None or not self.ctx.fleet.shared:
             return {}
         try:
-            return slice_figures(shards.gpu_slices(timeout_s=10.0))
+            return slice_figures(self.fleet.gpu_slices() or [])
         except Exception as e:  # noqa: BLE001 - a sample is best effort; the run goes on
             self.errors.append(f"slices: {type(e).__name__}: {e}"[:300])
             return {}
