@@ -1,13 +1,15 @@
 """Fractional GPU bundles on real raylets and on fakelets: the same groups, the same outcome.
 
-Four nodes of two GPUs (three in a fraction pool, one in a whole-GPU pool), on Ray's real GCS, first with real raylets and then with fakelets. One plan
-(fakes/ray/slicecheck.py) creates single- and multi-bundle groups of GPU fractions under PACK,
-STRICT_PACK and STRICT_SPREAD, some pinned to a node by its node resource, and removes one. What
-each kind must show, exactly (the raylet's rules: fakes/ray/fakelets/book.py):
+Four nodes of two GPUs (three in a fraction pool, one in a whole-GPU pool) on Ray's real GCS, first
+with real raylets and then with fakelets. One plan (fakes/ray/slicecheck.py) creates single- and
+multi-bundle groups of GPU fractions under PACK, STRICT_PACK and STRICT_SPREAD, some pinned to a
+node by its node resource, and removes one. What each kind must show, exactly (the raylet's rules:
+fakes/ray/fakelets/book.py):
 - a fraction sits on one GPU, the best-fitting one (0.25 fills the GPU with 0.25 left, not the
   first GPU with room), lowest index on ties;
 - a group whose fraction fits the node's free sum but no single GPU stays PENDING (0.5 when each
-  GPU has 0.4 left), and is placed once a removal frees a GPU;
+  GPU has 0.4 left), and is placed once a removal frees a GPU; a younger group that fits (0.4)
+  waits behind it on the GCS's queue, placed only after it (both kinds show this: it is the GCS's);
 - a fraction asked for with the fraction pool's label never lands on the whole-GPU node, even when
   only that node has room; a whole-GPU group does;
 - no GPU holds more than 1.0.
@@ -17,6 +19,7 @@ fakelets from the fakelets' books. The two kinds must agree group by group.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -41,13 +44,13 @@ def on(node: int, gpu: float) -> dict[str, float]:
     return {"GPU": gpu, node_resource(node): 0.001}
 
 
-PLAN = {"wait_s": 6.0, "steps": [
+PLAN = {"wait_s": 4.0, "steps": [
     # node 0: two 0.6 slices take a GPU each; 0.5 then fits the 0.8 free sum but no GPU
     {"create": "a", "bundles": [on(0, 0.6)]},
     {"create": "b", "bundles": [on(0, 0.6)]},
     {"create": "c", "bundles": [on(0, 0.5)]},
-    {"create": "d", "bundles": [on(0, 0.4)]},                 # a tie (0.4 left on each): GPU 0
-    {"remove": "a"},                                          # GPU 0 has 0.6 again: c is placed there
+    {"create": "d", "bundles": [on(0, 0.4)]},                 # would fit either GPU, but waits behind c
+    {"remove": "a"},                                          # GPU 0 is free: c there, d fills GPU 1
     # node 1: best fit, not first fit
     {"create": "e", "bundles": [on(1, 0.5)]},
     {"create": "f", "bundles": [on(1, 0.75)]},
@@ -62,9 +65,9 @@ PLAN = {"wait_s": 6.0, "steps": [
 
 # group -> sorted (node, gpu, amount) per bundle; None: not placed
 EXPECTED = {
-    "b": [(0, 1, 0.6)], "c": [(0, 0, 0.5)], "d": [(0, 0, 0.4)],
+    "b": [(0, 1, 0.6)], "c": [(0, 0, 0.5)], "d": [(0, 1, 0.4)],
     "e": [(1, 0, 0.5)], "f": [(1, 1, 0.75)], "g": [(1, 1, 0.25)], "h": [(1, 0, 0.5)],
-    "s": [(0, 1, 0.3), (2, 0, 0.3)],
+    "s": [(0, 0, 0.3), (2, 0, 0.3)],
     "t": [(2, 0, 0.5), (2, 1, 0.5), (2, 1, 0.5)],
     "u": None,
     "w": [(3, 0, 1.0), (3, 1, 1.0)],
@@ -80,18 +83,35 @@ def run_plan(kind: str, tmp_path) -> dict[str, list | None]:
         index = {n["node_id"]: n["index"] for n in fleet.nodes}
         plan = tmp_path / f"{kind}-plan.json"
         plan.write_text(json.dumps(PLAN))
-        args = [sys.executable, "-m", "fakes.ray.slicecheck", fleet.address, str(plan)]
-        done = subprocess.run(args + (["--gpu-ids"] if kind == "raylet" else []), cwd=REPO, capture_output=True,
-                              text=True, timeout=240, env={**_env(), **fleet.env()})
-        assert done.returncode == 0, done.stderr[-3000:]
-        groups = json.loads(done.stdout.strip().splitlines()[-1])["groups"]
-        slices = fleet.fakelets.gpu_slices() if fleet.fakelets else []
+        args = [sys.executable, "-m", "fakes.ray.slicecheck", fleet.address, str(plan), "--hold"]
+        log = tmp_path / f"{kind}-slicecheck.log"
+        with open(log, "w") as err:
+            probe = subprocess.Popen(args + (["--gpu-ids"] if kind == "raylet" else []), cwd=REPO, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                     env={**os.environ, **fleet.env()})
+        try:
+            line = " "
+            while line and not line.startswith('{"groups"'):
+                line = probe.stdout.readline()       # the plan is done; its groups stand until we answer
+            assert line, log.read_text()[-3000:]
+            groups = json.loads(line)["groups"]
+            slices = fleet.fakelets.gpu_slices() if fleet.fakelets else []
+            probe.stdin.write("\n")
+            probe.stdin.flush()
+            assert probe.wait(timeout=60) == 0, log.read_text()[-3000:]
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+                probe.wait()
     finally:
         fleet.stop()
         left = [p for s in sessions if s for p in session_pids(s)]
         assert not left, f"processes left after stop: {left}"
     assert groups["a"]["state"] == "REMOVED"
     assert groups["c"]["after_step"] == 4, "c must wait for a's removal"
+    # and so does d, which fits a GPU of node 0 the whole time: the GCS retries the older group c
+    # (refused at Prepare) first and places nothing behind it until c fits
+    assert groups["d"]["after_step"] == 4, "d waits behind c"
     return {name: placed(g, index, slices) for name, g in groups.items() if name != "a"}
 
 
@@ -107,11 +127,6 @@ def placed(g: dict, index: dict[str, int], slices: list[dict]) -> list | None:
         assert len(ids) == 1, f"a fraction on more than one GPU: {g} bundle {i}: {ids}"
         out.append((index[node_id], ids[0], bundle["GPU"]))
     return sorted(out)
-
-
-def _env() -> dict[str, str]:
-    import os
-    return dict(os.environ)
 
 
 def no_gpu_over_one(result: dict[str, list | None]) -> dict[tuple[int, int], float]:
@@ -133,7 +148,7 @@ def results(tmp_path_factory):
 
 def test_real_raylets_place_fractions_on_one_best_fitting_gpu(results):
     assert results["raylet"] == EXPECTED
-    assert no_gpu_over_one(results["raylet"]) == {(0, 0): 0.9, (0, 1): 0.9, (1, 0): 1.0,
+    assert no_gpu_over_one(results["raylet"]) == {(0, 0): 0.8, (0, 1): 1.0, (1, 0): 1.0,
                                                   (1, 1): 1.0, (2, 0): 0.8, (2, 1): 1.0, (3, 0): 1.0, (3, 1): 1.0}
 
 
