@@ -19,7 +19,9 @@ group table once and reports each change of the run's groups (gs-<label>-<id>, w
 owns them) as a "seen" message.
 
 Commands (parent -> worker):
-  {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D}
+  {"op":"submit","id":J,"bundles":[...],"strategy":S,"hold_s":D,"labels":{K: V}|absent}
+                                           labels: every bundle only on nodes with these labels
+                                           (bundle_label_selector; fakes/ray/share.py)
   {"op":"prefill","id":K,"bundles":[...],"hold_s":D|null,"pin":NODE_ID|null}   pinned (STRICT_PACK);
                                            pin: by the node's ray.io/node-id label (attached clusters)
   {"op":"fleet","node_ids":[...]}          count only these nodes in control-plane samples
@@ -107,7 +109,8 @@ class Worker:
         token = g["token"]
         g.update(state="pending", nodes=[], end=None)
         pin = {"bundle_label_selector": [{"ray.io/node-id": spec["pin"]}] * len(spec["bundles"])} \
-            if spec.get("pin") else {}
+            if spec.get("pin") else {"bundle_label_selector": [spec["labels"]] * len(spec["bundles"])} \
+            if spec.get("labels") else {}
         g["pg"] = self._pg(spec["bundles"], strategy=spec["strategy"], name=f"{self.prefix}{gid}", **pin)
         self.groups[gid] = g
         fut = g["pg"].ready().future()
@@ -318,7 +321,7 @@ class Worker:
         op = msg["op"]
         if op == "submit":
             self.create(int(msg["id"]), {"bundles": msg["bundles"], "strategy": msg["strategy"],
-                                         "hold_s": msg["hold_s"]})
+                                         "hold_s": msg["hold_s"], "labels": msg.get("labels")})
         elif op == "prefill":
             self.create(int(msg["id"]), {"bundles": msg["bundles"], "strategy": "STRICT_PACK",
                                          "hold_s": msg.get("hold_s"), "pin": msg.get("pin")})

@@ -59,7 +59,7 @@ def node_resource(i: int) -> str:
 
 
 def node_specs(fleet: Fleet) -> list[dict[str, Any]]:
-    return [{"index": i, "name": fleet.node_name(i), "num_gpus": fleet.gpus_per_node,
+    return [{"index": i, "name": fleet.node_name(i), "num_gpus": int(fleet.gpus_of[i]),
              "num_cpus": fleet.cpus_per_node, "resources": {node_resource(i): 1},
              "labels": fleet.node_labels(i)} for i in range(fleet.nodes)]
 
@@ -183,6 +183,14 @@ class RayFleet:
             if n["index"] == index:
                 n.update(reply["node"])
         return reply
+
+    def gpu_slices(self, timeout_s: float = 10.0) -> list[dict[str, Any]] | None:
+        """Fakelets: which GPU each bundle holds, from their books (None with raylets). Under the
+        fleet's lock: a node_recover thread may be talking to the same shard."""
+        if self.fakelets is None:
+            return None
+        with self._lock:
+            return self.fakelets.gpu_slices(timeout_s)
 
     def _call(self, msg: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
         # One request/reply at a time: node_recover calls this from a background thread.

@@ -1,6 +1,7 @@
 """RealRay: gangs as Ray placement groups on a local fleet of fake-GPU raylets.
 
-A gang is one placement group of `members` bundles {GPU: gpus_per_member, CPU: cpus_per_member},
+A gang is one placement group of `members` bundles {GPU: gpus_per_member, CPU: cpus_per_member}
+(a member with a share asks for its fraction, {GPU: 0.25}: fakes/ray/share.py),
 strategy multi_node_strategy for multi-member gangs, single_node_strategy for 1-member jobs (the
 same ctx.config keys the simulated ray reads). Admission = job.submit_s to the moment pg.ready()
 resolves; the group is held for job.duration_s and then removed.
@@ -42,6 +43,7 @@ from fakes.ray.fleet import RayFleet
 from fakes.ray.fleet_settings import fleet_settings
 from fakes.ray.pipe import JsonPipe
 from fakes.ray.readiness import Readiness
+from fakes.ray.share import check_fleet
 from fakes.ray.real.chaos import RayChaos
 from fakes.ray.real.cluster import RayCluster
 from fakes.ray.real.common import COUNTERS
@@ -60,6 +62,7 @@ class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RayUsage, R
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
+        check_fleet(ctx.fleet)
         self.n = ctx.fleet.nodes
         self.run_dir = Path(ctx.run_dir) if ctx.run_dir else None
         self.settings = fleet_settings(self.cfg, self.n)

@@ -168,6 +168,11 @@ class FakeletFleet:
     def describe(self, node: FakeNode) -> dict[str, Any]:
         return {"index": node.index, "name": node.name, "node_id": node.hex, "port": node.port}
 
+    def slices(self) -> list[dict[str, Any]]:
+        """Which GPU instance each bundle holds on each live node (Book.slices, plus the node)."""
+        return [{"node": n.index, "node_id": n.hex, **s} for n in self.nodes.values() if n.alive
+                for s in n.book.slices()]
+
     def stats(self) -> dict[str, Any]:
         nodes = self.nodes.values()
         return {"nodes": len(self.nodes), "alive": sum(n.alive for n in nodes),

@@ -7,6 +7,7 @@ answers one JSON command per stdin line:
   {"op":"kill","node":I}     -> {"ok":true,"node_id":H,"t":MONOTONIC}
   {"op":"restart","node":I}  -> {"ok":true,"node":{index,name,node_id,port}}
   {"op":"stats"}             -> {"ok":true,"stats":{...}}
+  {"op":"slices"}            -> {"ok":true,"slices":[{node,node_id,pg,bundle,state,resource,instances}]}
   {"op":"stop"} or EOF       -> unregisters the live nodes, {"event":"stopped","unregistered":N}
 """
 from __future__ import annotations
@@ -72,6 +73,8 @@ async def serve(spec: dict[str, Any], out) -> int:
                 reply({"ok": True, **await fleet.kill(int(msg["node"]))})
             elif op == "restart":
                 reply({"ok": True, "node": await fleet.recover(int(msg["node"]))})
+            elif op == "slices":
+                reply({"ok": True, "slices": fleet.slices()})
             elif op == "stats":
                 reply({"ok": True, "stats": {**fleet.stats(), "calls": await fleet.all_calls()}})
             else:

@@ -118,6 +118,17 @@ class FakeletShards:
                     total[key][method] = total[key].get(method, 0) + n
         return total
 
+    def gpu_slices(self, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Every shard's bundles with the GPU instance each holds (Book.slices), by node."""
+        out: list[dict[str, Any]] = []
+        for pipe in self.pipes:
+            pipe.send({"op": "slices"})
+            reply = pipe.read(timeout_s)
+            if not reply.get("ok"):
+                raise ShardError(f"fakelet slices failed: {reply.get('error')}")
+            out.extend(reply["slices"])
+        return out
+
     def stop(self, grace_s: float = 40.0) -> int:
         """Ask every shard to unregister its live nodes and exit; then stop their sessions."""
         procs, pipes, self.procs, self.pipes = self.procs, self.pipes, [], []

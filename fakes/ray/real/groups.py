@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.ray.share import bundle_labels, bundle_unit
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 
@@ -20,17 +21,17 @@ class RayGroups:
             else self.cfg.get("single_node_strategy", "PACK")
 
     def bundles(self, job: Job) -> list[dict[str, float]]:
-        b: dict[str, float] = {"GPU": float(job.gpus_per_member)}
-        if job.cpus_per_member:
-            b["CPU"] = float(job.cpus_per_member)
+        """One bundle per member: {"GPU": gpus_per_member or the share's fraction, "CPU": ...}."""
+        b = bundle_unit(job)
         return [dict(b) for _ in range(job.members)]
 
     def submit(self, job: Job, now: float) -> list[Event]:
         self.clock.sync(now)
         self.jobs[job.id] = self.pending[job.id] = job
         self.counters["submitted"] += 1
+        labels = bundle_labels(job, self.ctx.fleet)
         self._send(op="submit", id=job.id, bundles=self.bundles(job), strategy=self.strategy(job),
-                   hold_s=job.duration_s)
+                   hold_s=job.duration_s, **({"labels": labels} if labels else {}))
         self._emit(now, job.id, Kind.SUBMITTED)
         return self._take()
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from fakes.ray.real.common import _pct, _ray_version
 from fakes.ray.real.shared import POLL_S
+from fakes.ray.share import slice_figures
 from fakes.ray.survey import pg_prefix
 from loadgen.model.job import Job
 
@@ -39,7 +40,19 @@ class RayUsage:
                 "groups_per_s": round(sum(1 for t in reversed(self.ready_t) if t >= since) / 10.0, 3),
                 "raylets_alive": self.cp.get("raylets_alive"),
                 "gcs_pending_groups": gcs.get("PENDING", 0) + gcs.get("RESCHEDULING", 0),
-                "infeasible_groups": gcs.get("INFEASIBLE", 0)}
+                "infeasible_groups": gcs.get("INFEASIBLE", 0), **self._slices_read_back()}
+
+    def _slices_read_back(self) -> dict[str, float]:
+        """A fleet that shares GPUs, on fakelets: where the slices sit now, read from the fakelets'
+        books (which GPU each bundle holds), so the run records slice-level allocation as the GCS
+        and the raylet rules made it (fakes/ray/share.py slice_figures)."""
+        if self.fleet.fakelets is None or not self.ctx.fleet.shared:
+            return {}
+        try:
+            return slice_figures(self.fleet.gpu_slices() or [])
+        except Exception as e:  # noqa: BLE001 - a sample is best effort; the run goes on
+            self.errors.append(f"slices: {type(e).__name__}: {e}"[:300])
+            return {}
 
     def control_plane(self) -> dict[str, Any]:
         self._observe(self.clock.now())
