@@ -43,7 +43,8 @@ def test_coscheduling_under_dra_adds_the_gates_to_its_scheduler_binary():
 
 
 def test_merging_joins_list_flags_and_refuses_two_binaries():
-    assert merge_cluster_options({"feature_gates": "A=true"}, {"feature_gates": "A=true"}) == {"feature_gates": "A=true"}
+    same = {"feature_gates": "A=true"}
+    assert merge_cluster_options(same, dict(same)) == {"feature_gates": "A=true"}
     assert merge_cluster_options({"controller_manager_args": {"controllers": "a", "v": "2"}},
                                  {"controller_manager_args": {"controllers": "b"}}) == \
         {"controller_manager_args": {"controllers": "a,b", "v": "2"}}

@@ -89,7 +89,8 @@ def test_claim_templates_say_the_share_in_cel_and_capacity():
     assert whole["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 4
     mig = dra.claim_template(parse_share("mig:1g.10gb+me"), 1)
     assert mig["metadata"]["name"] == "gpu-mig-1g-10gb-me-x1"
-    assert 'profile == "1g.10gb+me"' in mig["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"]
+    request = mig["spec"]["spec"]["devices"]["requests"][0]
+    assert 'profile == "1g.10gb+me"' in request["exactly"]["selectors"][0]["cel"]["expression"]
 
 
 def test_an_allocated_claim_reads_back_as_node_device_and_share():

@@ -76,4 +76,5 @@ def model_affinity(models: tuple[str, ...]) -> dict:
     if not models:
         return {}
     term = {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": list(models)}]}
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}}
+    required = {"nodeSelectorTerms": [term]}
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}

@@ -118,7 +118,8 @@ def node_slices(fleet, i: int, node: str) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
     if pool.sharing.mode == "mig" and not pool.sharing.layout:
         for first in range(0, gpus, MAX_COUNTER_SETS):
-            specs.append({"sharedCounters": [_counter_set(g) for g in range(first, min(gpus, first + MAX_COUNTER_SETS))]})
+            last = min(gpus, first + MAX_COUNTER_SETS)
+            specs.append({"sharedCounters": [_counter_set(g) for g in range(first, last)]})
         for g in range(gpus):
             specs.append({"devices": [_device(fleet, i, r) for r in refs if r.gpu == g]})
     else:
@@ -165,7 +166,8 @@ def claim_template(share: GpuShare, gpus: int, models: tuple[str, ...] = ()) -> 
     ann = {SHARE_ANNOTATION: share.text or f"whole:{gpus}"}
     return {"apiVersion": API, "kind": "ResourceClaimTemplate",
             "metadata": {"name": template_name(share, gpus, models), "annotations": ann},
-            "spec": {"metadata": {"annotations": ann}, "spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
+            "spec": {"metadata": {"annotations": ann},
+                     "spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
 
 
 def pod_claim_fields(share: GpuShare, gpus: int, models: tuple[str, ...] = ()) -> dict[str, Any]:

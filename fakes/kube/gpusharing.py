@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+
 from fakes.kube import deviceplugin, dra
 from fakes.kube.claims import ClaimWatch
 from fakes.kube.gpuapi import choose_api

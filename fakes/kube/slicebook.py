@@ -29,7 +29,8 @@ class SliceBook(SliceState):
         led = self.ledgers[node][gpu] if gpu < len(self.ledgers[node]) else None
         slot = led.place(share, start=start if share.kind == "mig" and start >= 0 else None) if led else None
         if slot is None:
-            self.overruns.append(f"{holder}: {share} on node {node} GPU {gpu}" + (f" start {start}" if start >= 0 else ""))
+            at = f" start {start}" if start >= 0 else ""
+            self.overruns.append(f"{holder}: {share} on node {node} GPU {gpu}{at}")
             return False
         self.holdings.setdefault(holder, []).append((node, gpu, slot))
         self._account(node, gpu, slot, +1)

@@ -43,13 +43,13 @@ from fakes.ray.fleet import RayFleet
 from fakes.ray.fleet_settings import fleet_settings
 from fakes.ray.pipe import JsonPipe
 from fakes.ray.readiness import Readiness
-from fakes.ray.share import check_fleet
 from fakes.ray.real.chaos import RayChaos
 from fakes.ray.real.cluster import RayCluster
 from fakes.ray.real.common import COUNTERS
 from fakes.ray.real.groups import RayGroups
 from fakes.ray.real.shared import RayShared
 from fakes.ray.real.usage import RayUsage
+from fakes.ray.share import check_fleet
 from fakes.ray.traits import RayTraits
 from fakes.real.base import RealTarget
 from loadgen.model.errors import UserError

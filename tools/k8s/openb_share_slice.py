@@ -37,7 +37,8 @@ def main() -> None:
     jobs = [replace(j, submit_s=round(max(j.submit_s - t0, 0.0) / a.compress, 3),
                     duration_s=min(j.duration_s, a.max_duration_s)) for j in jobs]
     jobs.sort(key=lambda j: (j.submit_s, j.id))
-    export_jsonl(jobs, a.output, {**meta, "source": Path(a.source).name, "start_quantile": a.start_quantile, "start_s": t0, "compress": a.compress,
+    export_jsonl(jobs, a.output, {**meta, "source": Path(a.source).name, "start_quantile": a.start_quantile,
+                                         "start_s": t0, "compress": a.compress,
                                   "max_duration_s": a.max_duration_s})
     shares = sum(1 for j in jobs if j.share)
     print(f"{a.output}: {len(jobs)} pods ({shares} milli shares), arrivals over {jobs[-1].submit_s:.0f} s")
