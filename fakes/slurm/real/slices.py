@@ -1,0 +1,132 @@
+"""GPU slices as real Slurm granted them: which GPU (and MIG instance) each running job's GRES
+index names, kept in a slice ledger of the fleet (fakes/sim/slices.SliceState) so the run's
+slice-granular figures (allocation, fragmentation, stranded capacity) come from slurmctld's own
+decisions, never from a model of them.
+
+The watcher thread runs one `scontrol -d show job` in a poll cycle where squeue shows a running
+job of the run whose allocation was not read yet (fakes/slurm/gres.py parses it); the main
+thread places each slice on the GPU Slurm named. A slice the ledger refuses there (Slurm granting
+beyond a GPU's capacity) is counted in `conflicts`, a job that ended before its GRES was read in
+`unread`. Only a fleet with node pools keeps slices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+
+import numpy as np
+
+from fakes.sim.slices import SliceState
+from fakes.slurm import gres
+from fakes.slurm.client import Row
+from fakes.slurm.hostlist import expand
+from fakes.slurm.real.tracked import RUNNING, _drained
+from loadgen.model.gpushare import WHOLE
+from loadgen.model.job import Job
+from loadgen.model.target import Snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One GRES a job got on one node: GPU `gpu` of fleet node `node`; a MIG instance's profile
+    and memory-slice start; `amount` shards (1 for a GPU or MIG instance)."""
+    node: int
+    gpu: int
+    kind: str               # "gpu" | "shard"
+    profile: str = ""
+    start: int = -1
+    amount: int = 1
+
+
+class SlurmSlices:
+    """Part of RealSlurm (fakes/slurm/target.py); reads and sets its attributes."""
+
+    def _init_slices(self) -> None:
+        f = self.fleet
+        self.slices: SliceState | None = SliceState(f) if f.pools else None
+        self.node_gres = [gres.node_gres(f, i) for i in range(f.nodes)] if f.pools else []
+        self.shapes: dict[tuple[str, int, str], int] = {}    # the arrived shape mix (ATC '23 target workload)
+        self.placed: dict[int, list[Placed]] = {}            # job id -> its GRES in the current attempt
+        self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0}
+        self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
+        self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
+        self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
+
+    def _count_shape(self, job: Job) -> None:
+        key = (job.share, job.gpus_per_member, job.gpu_spec)
+        self.shapes[key] = self.shapes.get(key, 0) + 1
+
+    # ---- watcher thread -------------------------------------------------------------------
+    def _read_gres(self, rows: dict[int, Row]) -> None:
+        if self.slices is None:
+            return
+        want = [(sid, row.start) for sid, row in rows.items() if row.state in RUNNING
+                and row.name.startswith(self.prefix) and (sid, row.start) not in self._gres_read]
+        if not want:
+            return
+        details = self.client.job_gres()
+        if details is None:
+            return
+        for sid, start in want:
+            if details.get(sid):
+                self._gres_read.add((sid, start))
+                self._gres_q.put((sid, start, details[sid]))
+
+    # ---- main thread ----------------------------------------------------------------------
+    def _apply_gres(self) -> None:
+        """Place what the watcher read; give back what jobs no longer running held."""
+        if self.slices is None:
+            return
+        for sid, start, rows in _drained(self._gres_q):
+            self._gres_wait[sid] = (start, rows)
+        for sid, (start, rows) in list(self._gres_wait.items()):
+            tr = self.by_slurm.get(sid)
+            if tr is not None and not tr.done and not (tr.started and tr.starts[-1][1] == start):
+                continue            # read from a poll the main thread has not seen yet
+            del self._gres_wait[sid]
+            if tr is None or tr.done:
+                self.slice_counts["unread"] += 1
+                continue
+            self._place(sid, tr.job, rows)
+        for sid in list(self.slices.holdings):
+            tr = self.by_slurm.get(sid)
+            if tr is None or tr.done or not tr.started:
+                self.slices.give_back(sid)
+
+    def _place(self, sid: int, job: Job, rows: list[tuple[str, str, str, int, int]]) -> None:
+        self.slices.give_back(sid)
+        share = job.gpu_share
+        placed = []
+        for nodes, kind, _typ, idx, amount in rows:
+            for name in expand(nodes):
+                i = self.index.get(name)
+                dev = self.node_gres[i].describe(idx) if i is not None else None
+                if dev is None:
+                    self.slice_counts["conflicts"] += 1
+                    continue
+                placed.append(Placed(i, dev.gpu, kind, dev.profile, dev.start, amount))
+                one = WHOLE if share.is_whole else share
+                if share.kind in ("milli", "shards") and amount != share.amount:
+                    self.slice_counts["conflicts"] += 1       # Slurm granted other than asked
+                if self.slices.place_at(sid, i, dev.gpu, one, dev.start if dev.profile else None) is None:
+                    self.slice_counts["conflicts"] += 1
+        self.placed[job.id] = placed
+        self.slice_counts["read"] += 1
+
+    def snapshot(self, now: float) -> Snapshot:
+        snap = super().snapshot(now)
+        if self.slices is None:
+            return snap
+        up = np.ones(self.fleet.nodes, dtype=bool)
+        if self.down:
+            up[sorted(self.down)] = False
+        pending = {(tr.job.share, tr.job.gpus_per_member, tr.job.gpu_spec)
+                   for tr in self.jobs.values() if not tr.done and not tr.started}
+        figures = self.slices.figures(self.shapes, pending, up)
+        figures["allocated_whole_gpus"] = sum(1 for held in self.slices.holdings.values()
+                                              for _n, _k, slot in held if slot.share.is_whole)
+        return dataclasses.replace(snap, gpu_sharing=figures)
+
+    def slice_figures(self) -> dict:
+        """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU."""
+        return dict(self.slice_counts) if self.slices is not None else {}
