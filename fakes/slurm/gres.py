@@ -18,16 +18,20 @@ doc/html/gres.shtml ("Sharding", "MIG Management"):
   slurm.conf `Gres=gpu:<profile>:<count>,...`. Dynamic MIG (instances made on demand) has no
   Slurm counterpart: slurmd reads the instances at start, so such a pool is refused.
 
-Why device files at all: a GPU line without File= (`Count=` only) is accepted, but Slurm then
-keeps no per-device bitmap, so `scontrol show job -d` shows no IDX and the slice's GPU cannot be
-read back; gres/shard without File= is spread over the GPUs by slurmd itself. The files are
+Why device files at all (tried on 22.05.8): a shard line without File= makes slurmd exit
+("SHARING configuration lacks "File" specification", "failed to merge SHARED and SHARING
+configuration"), and a typed gpu line with Count= only (a model or a MIG profile) registers no GPU at all (slurmctld
+sets the node INVAL: "gres/gpu count reported lower than configured (0 < 2)"). With files Slurm
+keeps a bitmap per device, which is what `scontrol -d show job` reports as IDX. The files are
 /dev/tty0..63, which exist everywhere and are never opened (TaskPlugin=task/none, no cgroup
 device constraint), as Slurm's own test suite does; they bound a node to 64 devices.
 
-Placement read-back: `scontrol -d show job` prints per node `GRES=gpu:h100-80gb:1(IDX:3)`,
-`GRES=shard:250(250/1000)(IDX:2)` or `GRES=gpu:1g.10gb:1(IDX:17)`; `gres_slices` turns such a
-line into (kind, index, amount) and `NodeGres.describe` names the GPU (and MIG instance) an
-index is.
+Placement read-back: `scontrol -d show job` prints per node `GRES=gpu:h100-80gb:1(IDX:0)`,
+`GRES=shard:3(IDX:1)` (the index of the GPU the shards are on) or `GRES=gpu:3g.40gb:1(IDX:0)`;
+`gres_slices` turns such a detail into (kind, type, index, amount) and `NodeGres.describe` names
+the GPU (and MIG instance) an index is. slurmd orders a node's gpu records by type, in the order
+the types first appear, then by file (`slurmd -G` prints them so), whatever the order of the
+gres.conf lines; `devices` lists MIG instances in that order so that index k is /dev/tty<k>.
 """
 from __future__ import annotations
 
