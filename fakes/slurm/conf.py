@@ -1,6 +1,7 @@
 """Slurm configuration from the fleet model: slurm.conf, gres.conf, topology.conf, per-slurmd files.
 
-One NodeName line per leaf switch (port ranges), gres.conf with fake GPU device files and
+One NodeName line per leaf switch (and node pool: fakes/slurm/gres.py says what each pool's GPU
+sharing mode advertises) with port ranges, gres.conf with fake GPU device files and
 topology.conf with leaf switches under spine switches under a root. Every slurmd gets a
 slurm.conf of its own holding only its node line (the controller keeps the full file,
 DebugFlags=NO_CONF_HASH): parsing a 10,000-node file costs each slurmd ~0.6 s of CPU.
@@ -101,10 +102,10 @@ class SlurmConf:
         node_lines = [self._node_line(idx) for idx, _ in groups]
         conf_path(self.run_dir).write_text("\n".join(
             common + scheduler_lines(self.config) + node_lines + [f"{PARTITION} OverSubscribe=NO"]) + "\n")
-        lines = ["AutoDetect=off"] + [x for idx, _ in groups for x in gres.node_gres(f, idx[0]).conf_lines(self._hosts(idx))]
+        lines = ["AutoDetect=off"] + [x for idx, _ in groups
+                                      for x in gres.node_gres(f, idx[0]).conf_lines(self._hosts(idx))]
         (etc / "gres.conf").write_text("\n".join(lines) + "\n")
-        topo = [f"SwitchName=leaf-{leaf:04d} Nodes={self._hosts(list(range(leaf * f.leaf_size, min(f.nodes, (leaf + 1) * f.leaf_size))))}"
-                for leaf in range(f.leaves)]
+        topo = [f"SwitchName=leaf-{leaf:04d} Nodes={self._hosts(self._leaf(leaf))}" for leaf in range(f.leaves)]
         for spine in range(f.spines):
             leaves = list(range(spine * f.leaves_per_spine, min(f.leaves, (spine + 1) * f.leaves_per_spine)))
             topo.append(f"SwitchName=spine-{spine:03d} Switches={compress('leaf-', leaves, 4)}")
@@ -125,8 +126,8 @@ class SlurmConf:
             d = self.run_dir / "etc" / "nodes" / key
             if not d.exists():
                 d.mkdir(parents=True)
-                (d / "gres.conf").write_text("\n".join(["AutoDetect=off", *gres.node_gres(self.fleet, idx[0]).conf_lines()])
-                                             + "\n")
+                lines = ["AutoDetect=off", *gres.node_gres(self.fleet, idx[0]).conf_lines()]
+                (d / "gres.conf").write_text("\n".join(lines) + "\n")
             for i in idx:
                 name = self.fleet.node_name(i)
                 confs[name] = d / f"{name}.conf"
@@ -139,11 +140,15 @@ class SlurmConf:
         f = self.fleet
         models = f.model_names()
         for leaf in range(f.leaves):
-            idx = list(range(leaf * f.leaf_size, min(f.nodes, (leaf + 1) * f.leaf_size)))
+            idx = self._leaf(leaf)
             cuts = [k for k in range(1, len(idx)) if f.pool_of[idx[k]] != f.pool_of[idx[k - 1]]]
             for a, b in zip([0, *cuts], [*cuts, len(idx)]):
                 model = models[int(f.model_of[idx[a]])]
                 yield idx[a:b], (f"{f.pool(idx[a]).name}-{model}" if f.pools else model)
+
+    def _leaf(self, leaf: int) -> list[int]:
+        f = self.fleet
+        return list(range(leaf * f.leaf_size, min(f.nodes, (leaf + 1) * f.leaf_size)))
 
     def _hosts(self, idx: list[int]) -> str:
         f = self.fleet

@@ -20,8 +20,9 @@ doc/html/gres.shtml ("Sharding", "MIG Management"):
 
 Why device files at all (tried on 22.05.8): a shard line without File= makes slurmd exit
 ("SHARING configuration lacks "File" specification", "failed to merge SHARED and SHARING
-configuration"), and a typed gpu line with Count= only (a model or a MIG profile) registers no GPU at all (slurmctld
-sets the node INVAL: "gres/gpu count reported lower than configured (0 < 2)"). With files Slurm
+configuration"), and a typed gpu line with Count= only (a model or a MIG profile) registers no
+GPU at all (slurmctld sets the node INVAL: "gres/gpu count reported lower than configured
+(0 < 2)"). With files Slurm
 keeps a bitmap per device, which is what `scontrol -d show job` reports as IDX. The files are
 /dev/tty0..63, which exist everywhere and are never opened (TaskPlugin=task/none, no cgroup
 device constraint), as Slurm's own test suite does; they bound a node to 64 devices.
