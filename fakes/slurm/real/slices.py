@@ -113,6 +113,25 @@ class SlurmSlices:
         self.placed[job.id] = placed
         self.slice_counts["read"] += 1
 
+    def used_per_node(self) -> np.ndarray:
+        """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
+        if self.slices is None:
+            return super().used_per_node()
+        used = np.zeros(self.fleet.nodes, dtype=np.int64)
+        for held in self.slices.holdings.values():
+            for n, _k, slot in held:
+                used[n] += slot.share.is_whole
+        return used
+
+    def free_per_node(self) -> np.ndarray:
+        """With slices: idle GPUs a whole-GPU member may take (none on MIG nodes), as the twins see them."""
+        if self.slices is None:
+            return super().free_per_node()
+        free = self.slices.idle_whole().astype(np.int64)
+        if self.down:
+            free[sorted(self.down)] = 0
+        return free
+
     def snapshot(self, now: float) -> Snapshot:
         snap = super().snapshot(now)
         if self.slices is None:
