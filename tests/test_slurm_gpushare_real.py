@@ -115,7 +115,7 @@ def test_slices_land_within_each_gpu_and_wait_when_full(tmp_path):
         assert target.cluster.marked_pids() == [] and pids_of(tmp_path) == [], "slurm processes left behind"
 
     # every job's GRES was read back; none beyond a GPU's capacity (the ledger refuses that)
-    assert counts == {"read": len(jobs), "unread": 0, "conflicts": 0}
+    assert counts == {"read": len(jobs), "unread": 0, "conflicts": 0, "mismatched": 0}
     placed = target.placed
     fill = {i: placed[i] for i in range(len(FILL))}
     assert all(len(p) == 1 for p in placed.values())

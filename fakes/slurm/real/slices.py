@@ -6,8 +6,8 @@ decisions, never from a model of them.
 The watcher thread runs one `scontrol -d show job` in a poll cycle where squeue shows a running
 job of the run whose allocation was not read yet (fakes/slurm/gres.py parses it); the main
 thread places each slice on the GPU Slurm named. A slice the ledger refuses there (Slurm granting
-beyond a GPU's capacity) is counted in `conflicts`, a job that ended before its GRES was read in
-`unread`. Only a fleet with node pools keeps slices.
+beyond a GPU's capacity) is counted in `conflicts`, a grant of other than the shards asked in
+`mismatched`, a job that ended before its GRES was read in `unread`. Only a fleet with node pools keeps slices.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from fakes.slurm.real.tracked import RUNNING, _drained
 from loadgen.model.gpushare import WHOLE
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot
+
+HOLDING = RUNNING - {"COMPLETING"}       # squeue states in which a job still holds its GRES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,7 @@ class SlurmSlices:
         self.node_gres = [gres.node_gres(f, i) for i in range(f.nodes)] if f.pools else []
         self.shapes: dict[tuple[str, int, str], int] = {}    # the arrived shape mix (ATC '23 target workload)
         self.placed: dict[int, list[Placed]] = {}            # job id -> its GRES in the current attempt
-        self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0}
+        self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0, "mismatched": 0}
         self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
         self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
         self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
@@ -60,7 +62,7 @@ class SlurmSlices:
     def _read_gres(self, rows: dict[int, Row]) -> None:
         if self.slices is None:
             return
-        want = [(sid, row.start) for sid, row in rows.items() if row.state in RUNNING
+        want = [(sid, row.start) for sid, row in rows.items() if row.state in HOLDING
                 and row.name.startswith(self.prefix) and (sid, row.start) not in self._gres_read]
         if not want:
             return
@@ -74,9 +76,15 @@ class SlurmSlices:
 
     # ---- main thread ----------------------------------------------------------------------
     def _apply_gres(self) -> None:
-        """Place what the watcher read; give back what jobs no longer running held."""
+        """Give back what jobs no longer running held, then place what the watcher read. A job
+        squeue shows COMPLETING has released its GRES already: slurmctld may start another on
+        them before the completing one leaves."""
         if self.slices is None:
             return
+        for sid in list(self.slices.holdings):
+            tr, row = self.by_slurm.get(sid), self._rows.get(sid)
+            if tr is None or tr.done or not tr.started or row is None or row.state not in HOLDING:
+                self.slices.give_back(sid)
         for sid, start, rows in _drained(self._gres_q):
             self._gres_wait[sid] = (start, rows)
         for sid, (start, rows) in list(self._gres_wait.items()):
@@ -88,10 +96,6 @@ class SlurmSlices:
                 self.slice_counts["unread"] += 1
                 continue
             self._place(sid, tr.job, rows)
-        for sid in list(self.slices.holdings):
-            tr = self.by_slurm.get(sid)
-            if tr is None or tr.done or not tr.started:
-                self.slices.give_back(sid)
 
     def _place(self, sid: int, job: Job, rows: list[tuple[str, str, str, int, int]]) -> None:
         self.slices.give_back(sid)
@@ -107,7 +111,7 @@ class SlurmSlices:
                 placed.append(Placed(i, dev.gpu, kind, dev.profile, dev.start, amount))
                 one = WHOLE if share.is_whole else share
                 if share.kind in ("milli", "shards") and amount != share.amount:
-                    self.slice_counts["conflicts"] += 1       # Slurm granted other than asked
+                    self.slice_counts["mismatched"] += 1      # Slurm granted other than asked
                 if self.slices.place_at(sid, i, dev.gpu, one, dev.start if dev.profile else None) is None:
                     self.slice_counts["conflicts"] += 1
         self.placed[job.id] = placed
