@@ -50,6 +50,7 @@ class SlurmSlices:
         self.shapes: dict[tuple[str, int, str], int] = {}    # the arrived shape mix (ATC '23 target workload)
         self.placed: dict[int, list[Placed]] = {}            # job id -> its GRES in the current attempt
         self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0, "mismatched": 0}
+        self.conflicts: list[dict] = []                      # the first few, for diagnosis
         self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
         self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
         self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
@@ -113,9 +114,19 @@ class SlurmSlices:
                 if share.kind in ("milli", "shards") and amount != share.amount:
                     self.slice_counts["mismatched"] += 1      # Slurm granted other than asked
                 if self.slices.place_at(sid, i, dev.gpu, one, dev.start if dev.profile else None) is None:
-                    self.slice_counts["conflicts"] += 1
+                    self._conflict(sid, job, i, dev.gpu)
         self.placed[job.id] = placed
         self.slice_counts["read"] += 1
+
+    def _conflict(self, sid: int, job: Job, node: int, gpu: int) -> None:
+        """Count a slice the ledger refused where Slurm put it; keep the first few, with what the
+        ledger held on that GPU and those jobs' squeue states, for the control-plane figures."""
+        self.slice_counts["conflicts"] += 1
+        if len(self.conflicts) < 20:
+            held = [(o, slot.share.text or "whole", getattr(self._rows.get(o), "state", None))
+                    for o, hs in self.slices.holdings.items() for n, k, slot in hs if (n, k) == (node, gpu)]
+            self.conflicts.append({"slurm_id": sid, "share": job.share or "whole", "node": node, "gpu": gpu,
+                                   "held": held})
 
     def used_per_node(self) -> np.ndarray:
         """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
@@ -152,4 +163,6 @@ class SlurmSlices:
 
     def slice_figures(self) -> dict:
         """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU."""
-        return dict(self.slice_counts) if self.slices is not None else {}
+        if self.slices is None:
+            return {}
+        return {**self.slice_counts, **({"conflict_examples": self.conflicts} if self.conflicts else {})}
