@@ -2,7 +2,8 @@
 an ExistingSlurm), with their timings.
 
 sbatch is retried on transient errors (slurmctld busy or restarting); squeue lists every job in
-one call (epoch timestamps, SLURM_TIME_FORMAT=%s); sdiag is parsed; scontrol drains, resumes and
+one call (epoch timestamps, SLURM_TIME_FORMAT=%s); `scontrol -d show job` tells which GRES
+index (GPU, shard's GPU, MIG instance) each job got; sdiag is parsed; scontrol drains, resumes and
 downs nodes and requeues jobs. Safe to call from several threads.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import Any, NamedTuple
 
 from fakes.slurm.endpoint import SlurmEndpoint
+from fakes.slurm.gres import job_details
 from fakes.slurm.sdiag import parse_sdiag
 
 TRANSIENT = ("temporarily", "Socket timed out", "Unable to contact", "Connection refused", "Zero Bytes")
@@ -73,6 +75,13 @@ class SlurmClient:
                 rows[int(p[0])] = Row(p[1], _epoch(p[2]), _epoch(p[3]), _epoch(p[4]), p[5], p[6])
         return rows
 
+    def job_gres(self) -> dict[int, list[tuple[str, str, str, int, int]]] | None:
+        """Which GRES each listed job holds, from one `scontrol -d show job` (all jobs):
+        job id -> [(node list, kind, type, index, amount)] (fakes.slurm.gres.job_details); None
+        when scontrol failed."""
+        r = self._timed("scontrol_show_job", ["scontrol", "-d", "show", "job"])
+        return job_details(r.stdout) if r.returncode == 0 else None
+
     def sdiag(self) -> dict[str, Any]:
         """parse_sdiag of the controller's statistics; {} when sdiag did not answer."""
         try:
@@ -100,7 +109,7 @@ class SlurmClient:
     def summary(self) -> dict[str, Any]:
         """Calls, mean and max seconds of sbatch and squeue, and sbatch retries."""
         out: dict[str, Any] = {}
-        for cmd in ("sbatch", "squeue"):
+        for cmd in ("sbatch", "squeue") + (("scontrol_show_job",) if "scontrol_show_job" in self._timing else ()):
             calls, total, most = self._timing.get(cmd, (0, 0.0, 0.0))
             out.update({f"{cmd}_calls": int(calls), f"{cmd}_mean_s": round(total / max(1, calls), 4),
                         f"{cmd}_max_s": round(most, 4)})

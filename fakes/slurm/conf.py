@@ -1,6 +1,7 @@
 """Slurm configuration from the fleet model: slurm.conf, gres.conf, topology.conf, per-slurmd files.
 
-One NodeName line per leaf switch (port ranges), gres.conf with fake GPU device files and
+One NodeName line per leaf switch (and node pool: fakes/slurm/gres.py says what each pool's GPU
+sharing mode advertises) with port ranges, gres.conf with fake GPU device files and
 topology.conf with leaf switches under spine switches under a root. Every slurmd gets a
 slurm.conf of its own holding only its node line (the controller keeps the full file,
 DebugFlags=NO_CONF_HASH): parsing a 10,000-node file costs each slurmd ~0.6 s of CPU.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fakes.slurm import prolog
+from fakes.slurm import gres, prolog
 from fakes.slurm.hostlist import compress
 from loadgen.model.fleet import Fleet
 
@@ -95,14 +96,16 @@ class SlurmConf:
         """Write every file under run_dir/etc; returns each node's own slurm.conf by node name."""
         etc, f = self.run_dir / "etc", self.fleet
         etc.mkdir(parents=True, exist_ok=True)
+        gres.check_fleet(f)
         groups = list(self._groups())
         common = self._common()
-        node_lines = [self._node_line(idx, model) for idx, model in groups]
+        node_lines = [self._node_line(idx) for idx, _ in groups]
         conf_path(self.run_dir).write_text("\n".join(
             common + scheduler_lines(self.config) + node_lines + [f"{PARTITION} OverSubscribe=NO"]) + "\n")
-        gres = ["AutoDetect=off"] + [f"NodeName={self._hosts(idx)} {self._gres(model)}" for idx, model in groups]
-        (etc / "gres.conf").write_text("\n".join(gres) + "\n")
-        topo = [f"SwitchName=leaf-{leaf:04d} Nodes={self._hosts(idx)}" for leaf, (idx, _) in enumerate(groups)]
+        lines = ["AutoDetect=off"] + [x for idx, _ in groups
+                                      for x in gres.node_gres(f, idx[0]).conf_lines(self._hosts(idx))]
+        (etc / "gres.conf").write_text("\n".join(lines) + "\n")
+        topo = [f"SwitchName=leaf-{leaf:04d} Nodes={self._hosts(self._leaf(leaf))}" for leaf in range(f.leaves)]
         for spine in range(f.spines):
             leaves = list(range(spine * f.leaves_per_spine, min(f.leaves, (spine + 1) * f.leaves_per_spine)))
             topo.append(f"SwitchName=spine-{spine:03d} Switches={compress('leaf-', leaves, 4)}")
@@ -112,31 +115,40 @@ class SlurmConf:
         return self._write_node_confs(common, groups)
 
     def _write_node_confs(self, common: list[str], groups: list[tuple[list[int], str]]) -> dict[str, Path]:
-        # The common header plus the node's own line, in one directory per GPU model holding that
-        # model's gres.conf (read from the directory of the -f file). No topology for slurmd: a
+        # The common header plus the node's own line, in one directory per GPU model (and pool, when
+        # the fleet has pools) holding its gres.conf (read from the directory of the -f file). No topology for slurmd: a
         # slurmd reading the full topology.conf logs a lookup failure for every node it does not
         # know (10,000 x 10,000 lines); only slurmctld places by it.
         header = "\n".join("TopologyPlugin=topology/none" if line.startswith("TopologyPlugin=") else line
                            for line in common) + "\n"
         confs = {}
-        for idx, model in groups:
-            d = self.run_dir / "etc" / "nodes" / model
+        for idx, key in groups:
+            d = self.run_dir / "etc" / "nodes" / key
             if not d.exists():
                 d.mkdir(parents=True)
-                (d / "gres.conf").write_text(f"AutoDetect=off\n{self._gres(model)}\n")
+                lines = ["AutoDetect=off", *gres.node_gres(self.fleet, idx[0]).conf_lines()]
+                (d / "gres.conf").write_text("\n".join(lines) + "\n")
             for i in idx:
                 name = self.fleet.node_name(i)
                 confs[name] = d / f"{name}.conf"
-                confs[name].write_text(header + self._node_line([i], model) + f"\n{PARTITION}\n")
+                confs[name].write_text(header + self._node_line([i]) + f"\n{PARTITION}\n")
         return confs
 
     def _groups(self) -> Iterable[tuple[list[int], str]]:
-        """Consecutive nodes sharing leaf and GPU model (one NodeName line each)."""
+        """Consecutive nodes sharing leaf and GPU model, and pool when there are pools (one NodeName
+        line each), with the name of their node-conf directory (the model, or <pool>-<model>)."""
         f = self.fleet
         models = f.model_names()
         for leaf in range(f.leaves):
-            idx = list(range(leaf * f.leaf_size, min(f.nodes, (leaf + 1) * f.leaf_size)))
-            yield idx, models[int(f.model_of[idx[0]])]
+            idx = self._leaf(leaf)
+            cuts = [k for k in range(1, len(idx)) if f.pool_of[idx[k]] != f.pool_of[idx[k - 1]]]
+            for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+                model = models[int(f.model_of[idx[a]])]
+                yield idx[a:b], (f"{f.pool(idx[a]).name}-{model}" if f.pools else model)
+
+    def _leaf(self, leaf: int) -> list[int]:
+        f = self.fleet
+        return list(range(leaf * f.leaf_size, min(f.nodes, (leaf + 1) * f.leaf_size)))
 
     def _hosts(self, idx: list[int]) -> str:
         f = self.fleet
@@ -144,17 +156,19 @@ class SlurmConf:
             return compress("gpu-", idx, 5)
         return ",".join(f.node_name(i) for i in idx)
 
-    def _gres(self, model: str) -> str:
-        return f"Name=gpu Type={model} File=/dev/tty[0-{self.fleet.gpus_per_node - 1}]"
-
-    def _node_line(self, idx: list[int], model: str) -> str:
+    def _node_line(self, idx: list[int]) -> str:
         f, port0 = self.fleet, self.node_port0
         ports = f"{port0 + idx[0]}" if len(idx) == 1 else f"[{port0 + idx[0]}-{port0 + idx[-1]}]"
         cores = max(1, f.cpus_per_node // 2)
+        model = f.model_names()[int(f.model_of[idx[0]])]
+        feats = ",".join([model, f"leaf-{idx[0] // f.leaf_size:04d}", *gres.features(f, idx[0])])
         return (f"NodeName={self._hosts(idx)} NodeHostname=127.0.0.1 NodeAddr=127.0.0.1 Port={ports} "
                 f"Sockets=2 CoresPerSocket={cores} ThreadsPerCore=1 "
-                f"RealMemory={f.memory_gib_per_node * 1024} Gres=gpu:{model}:{f.gpus_per_node} "
-                f"Feature={model},leaf-{idx[0] // f.leaf_size:04d} State=UNKNOWN")
+                f"RealMemory={f.memory_gib_per_node * 1024} Gres={gres.node_gres(f, idx[0]).node_gres()} "
+                f"Feature={feats} State=UNKNOWN")
+
+    def _shards(self) -> bool:
+        return any(p.sharing.mode in ("shards", "fraction") for p in self.fleet.pools)
 
     def _common(self) -> list[str]:
         r = self.run_dir
@@ -190,7 +204,7 @@ class SlurmConf:
             "ReturnToService=2",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
-            "GresTypes=gpu",
+            "GresTypes=gpu,shard" if self._shards() else "GresTypes=gpu",
             "TopologyPlugin=topology/tree",
             "MaxJobCount=200000",
             "PropagateResourceLimits=NONE",

@@ -6,6 +6,10 @@ and a light `sdiag` every few seconds. A job holds its allocation with `sleep <d
 admission is the first poll that sees it RUNNING (client observation, Event.t) and Slurm's own
 StartTime (Event.backend_t). Slurm allocates a gang atomically, so partial gangs are always 0.
 
+GPU sharing (a fleet with node pools): each pool's mode is advertised as GRES (fakes/slurm/gres.py:
+gres/shard, typed MIG gpu GRES, whole GPUs), a job's share becomes its --gres and --constraint,
+and the GPU each slice landed on is read back from slurmctld (fakes/slurm/real/slices.py).
+
 Placement-to-ready (a startup spec with an image to pull or a container start): the launched
 cluster runs a prolog on every allocated node (fakes/slurm/prolog.py) that asks the run's ready
 service (fakes/slurm/ready.py) how long the node needs, from the run's one ImageCache, sleeps that
@@ -44,6 +48,7 @@ from fakes.slurm.fleet import SlurmFleet
 from fakes.slurm.ready import ReadyService, Report
 from fakes.slurm.real.chaos import SlurmChaos
 from fakes.slurm.real.cluster import SlurmCluster
+from fakes.slurm.real.slices import SlurmSlices
 from fakes.slurm.real.submit import SlurmSubmit
 from fakes.slurm.real.tracked import Tracked
 from fakes.slurm.real.usage import SlurmUsage
@@ -54,7 +59,7 @@ from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.target import RUN_LABEL, TargetContext, run_label
 
 
-class RealSlurm(SlurmTraits, SlurmCluster, SlurmSubmit, SlurmWatch, SlurmUsage, SlurmChaos, RealTarget):
+class RealSlurm(SlurmTraits, SlurmCluster, SlurmSubmit, SlurmWatch, SlurmSlices, SlurmUsage, SlurmChaos, RealTarget):
     name = "slurm"
 
     def __init__(self, ctx: TargetContext, workers: int | None = None, poll_s: float | None = None):
@@ -119,3 +124,4 @@ class RealSlurm(SlurmTraits, SlurmCluster, SlurmSubmit, SlurmWatch, SlurmUsage, 
         self._stop = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._watcher: threading.Thread | None = None
+        self._init_slices()

@@ -25,6 +25,9 @@ class SlurmCluster:
     def start(self) -> None:
         if self.role != "all" and not self.attached:
             raise ValueError(f"slurm: the {self.role} role needs an existing cluster (--slurm-conf)")
+        if self.attached and self.fleet.pools:
+            raise ClusterRefused(f"{self.cluster.conf}: GPU sharing (fleet.pools) needs a cluster gangstorm "
+                                 "launches: it writes the GRES each pool advertises")
         if self.attached:
             self._attach()
         else:

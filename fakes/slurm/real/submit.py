@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from fakes.slurm import prolog
+from fakes.slurm import gres, prolog
 from fakes.slurm.real.tracked import Tracked
 from loadgen.model.events import Event
 from loadgen.model.job import Job
@@ -16,7 +16,7 @@ class SlurmSubmit:
     def sbatch_argv(self, job: Job) -> list[str]:
         limit_min = max(1, math.ceil(job.duration_s * float(self.cfg.get("time_limit_factor", 1.5)) / 60))
         opts = ["--requeue", f"--time={limit_min}", f"--nodes={job.members}", "--ntasks-per-node=1",
-                f"--gres=gpu:{job.gpus_per_member}"]
+                *gres.request(job.gpu_share, job.gpus_per_member, self.fleet, job.gpu_models)]
         if job.tenant and not self.attached:      # an existing cluster may enforce its own accounts
             opts.append(f"--account={job.tenant}")
         if job.whole_node:
@@ -36,6 +36,7 @@ class SlurmSubmit:
     def submit(self, job: Job, now: float) -> list[Event]:
         self.clock.sync(now)
         self.jobs[job.id] = tr = Tracked(job)
+        self._count_shape(job)
         self._sbatch(tr, self.sbatch_argv(job))
         return self._take()
 

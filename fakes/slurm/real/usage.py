@@ -47,6 +47,8 @@ class SlurmUsage:
         d["fleet"] = {"nodes": self.fleet.nodes, "boot_s": getattr(self.cluster, "boot_s", None)}
         d["run_label"] = self.comment
         d.update(self._ready_figures(), restarts_requested=self.restarts)
+        if self.slices is not None:
+            d["gpu_slices_read"] = self.slice_figures()
         if self.attached:
             d["existing"] = {"slurm_conf": str(self.cluster.conf), "partition": self.partition,
                              "nodes": len(self.names), "excluded_nodes": len(self.excluded)}

@@ -39,6 +39,8 @@ class SlurmWatch:
                 rows = self.client.squeue()
             except subprocess.TimeoutExpired:
                 continue
+            if rows is not None:
+                self._read_gres(rows)
             dt = time.monotonic() - t0
             if rows is not None:
                 with contextlib.suppress(queue.Full):
@@ -70,6 +72,7 @@ class SlurmWatch:
         for obs, rows in _drained(self._polls):
             self._rows = rows
             self._on_rows(obs, rows)
+        self._apply_gres()
         due = [n for t, ns in self.resume_at if t <= now for n in ns]
         if due:
             self.resume_at = [(t, ns) for t, ns in self.resume_at if t > now]

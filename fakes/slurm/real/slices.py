@@ -1,0 +1,168 @@
+"""GPU slices as real Slurm granted them: which GPU (and MIG instance) each running job's GRES
+index names, kept in a slice ledger of the fleet (fakes/sim/slices.SliceState) so the run's
+slice-granular figures (allocation, fragmentation, stranded capacity) come from slurmctld's own
+decisions, never from a model of them.
+
+The watcher thread runs one `scontrol -d show job` in a poll cycle where squeue shows a running
+job of the run whose allocation was not read yet (fakes/slurm/gres.py parses it); the main
+thread places each slice on the GPU Slurm named. A slice the ledger refuses there (Slurm granting
+beyond a GPU's capacity) is counted in `conflicts`, a grant of other than the shards asked in
+`mismatched`, a job that ended before its GRES was read in `unread`. Only a fleet with node pools keeps slices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+
+import numpy as np
+
+from fakes.sim.slices import SliceState
+from fakes.slurm import gres
+from fakes.slurm.client import Row
+from fakes.slurm.hostlist import expand
+from fakes.slurm.real.tracked import RUNNING, _drained
+from loadgen.model.gpushare import WHOLE
+from loadgen.model.job import Job
+from loadgen.model.target import Snapshot
+
+HOLDING = RUNNING - {"COMPLETING"}       # squeue states in which a job still holds its GRES
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One GRES a job got on one node: GPU `gpu` of fleet node `node`; a MIG instance's profile
+    and memory-slice start; `amount` shards (1 for a GPU or MIG instance)."""
+    node: int
+    gpu: int
+    kind: str               # "gpu" | "shard"
+    profile: str = ""
+    start: int = -1
+    amount: int = 1
+
+
+class SlurmSlices:
+    """Part of RealSlurm (fakes/slurm/target.py); reads and sets its attributes."""
+
+    def _init_slices(self) -> None:
+        f = self.fleet
+        self.slices: SliceState | None = SliceState(f) if f.pools else None
+        self.node_gres = [gres.node_gres(f, i) for i in range(f.nodes)] if f.pools else []
+        self.shapes: dict[tuple[str, int, str], int] = {}    # the arrived shape mix (ATC '23 target workload)
+        self.placed: dict[int, list[Placed]] = {}            # job id -> its GRES in the current attempt
+        self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0, "mismatched": 0}
+        self.conflicts: list[dict] = []                      # the first few, for diagnosis
+        self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
+        self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
+        self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
+
+    def _count_shape(self, job: Job) -> None:
+        key = (job.share, job.gpus_per_member, job.gpu_spec)
+        self.shapes[key] = self.shapes.get(key, 0) + 1
+
+    # ---- watcher thread -------------------------------------------------------------------
+    def _read_gres(self, rows: dict[int, Row]) -> None:
+        if self.slices is None:
+            return
+        want = [(sid, row.start) for sid, row in rows.items() if row.state in HOLDING
+                and row.name.startswith(self.prefix) and (sid, row.start) not in self._gres_read]
+        if not want:
+            return
+        details = self.client.job_gres()
+        if details is None:
+            return
+        for sid, start in want:
+            if details.get(sid):
+                self._gres_read.add((sid, start))
+                self._gres_q.put((sid, start, details[sid]))
+
+    # ---- main thread ----------------------------------------------------------------------
+    def _apply_gres(self) -> None:
+        """Give back what jobs no longer running held, then place what the watcher read. A job
+        squeue shows COMPLETING has released its GRES already: slurmctld may start another on
+        them before the completing one leaves."""
+        if self.slices is None:
+            return
+        for sid in list(self.slices.holdings):
+            tr, row = self.by_slurm.get(sid), self._rows.get(sid)
+            if tr is None or tr.done or not tr.started or row is None or row.state not in HOLDING:
+                self.slices.give_back(sid)
+        for sid, start, rows in _drained(self._gres_q):
+            self._gres_wait[sid] = (start, rows)
+        for sid, (start, rows) in list(self._gres_wait.items()):
+            tr = self.by_slurm.get(sid)
+            if tr is not None and not tr.done and not (tr.started and tr.starts[-1][1] == start):
+                continue            # read from a poll the main thread has not seen yet
+            del self._gres_wait[sid]
+            if tr is None or tr.done:
+                self.slice_counts["unread"] += 1
+                continue
+            self._place(sid, tr.job, rows)
+
+    def _place(self, sid: int, job: Job, rows: list[tuple[str, str, str, int, int]]) -> None:
+        self.slices.give_back(sid)
+        share = job.gpu_share
+        placed = []
+        for nodes, kind, _typ, idx, amount in rows:
+            for name in expand(nodes):
+                i = self.index.get(name)
+                dev = self.node_gres[i].describe(idx) if i is not None else None
+                if dev is None:
+                    self.slice_counts["conflicts"] += 1
+                    continue
+                placed.append(Placed(i, dev.gpu, kind, dev.profile, dev.start, amount))
+                one = WHOLE if share.is_whole else share
+                if share.kind in ("milli", "shards") and amount != share.amount:
+                    self.slice_counts["mismatched"] += 1      # Slurm granted other than asked
+                if self.slices.place_at(sid, i, dev.gpu, one, dev.start if dev.profile else None) is None:
+                    self._conflict(sid, job, i, dev.gpu)
+        self.placed[job.id] = placed
+        self.slice_counts["read"] += 1
+
+    def _conflict(self, sid: int, job: Job, node: int, gpu: int) -> None:
+        """Count a slice the ledger refused where Slurm put it; keep the first few, with what the
+        ledger held on that GPU and those jobs' squeue states, for the control-plane figures."""
+        self.slice_counts["conflicts"] += 1
+        if len(self.conflicts) < 20:
+            held = [(o, slot.share.text or "whole", getattr(self._rows.get(o), "state", None))
+                    for o, hs in self.slices.holdings.items() for n, k, slot in hs if (n, k) == (node, gpu)]
+            self.conflicts.append({"slurm_id": sid, "share": job.share or "whole", "node": node, "gpu": gpu,
+                                   "held": held})
+
+    def used_per_node(self) -> np.ndarray:
+        """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
+        if self.slices is None:
+            return super().used_per_node()
+        used = np.zeros(self.fleet.nodes, dtype=np.int64)
+        for held in self.slices.holdings.values():
+            for n, _k, slot in held:
+                used[n] += slot.share.is_whole
+        return used
+
+    def free_per_node(self) -> np.ndarray:
+        """With slices: idle GPUs a whole-GPU member may take (none on MIG nodes), as the twins see them."""
+        if self.slices is None:
+            return super().free_per_node()
+        free = self.slices.idle_whole().astype(np.int64)
+        if self.down:
+            free[sorted(self.down)] = 0
+        return free
+
+    def snapshot(self, now: float) -> Snapshot:
+        snap = super().snapshot(now)
+        if self.slices is None:
+            return snap
+        up = np.ones(self.fleet.nodes, dtype=bool)
+        if self.down:
+            up[sorted(self.down)] = False
+        pending = {(tr.job.share, tr.job.gpus_per_member, tr.job.gpu_spec)
+                   for tr in self.jobs.values() if not tr.done and not tr.started}
+        figures = self.slices.figures(self.shapes, pending, up)
+        figures["allocated_whole_gpus"] = sum(1 for held in self.slices.holdings.values()
+                                              for _n, _k, slot in held if slot.share.is_whole)
+        return dataclasses.replace(snap, gpu_sharing=figures)
+
+    def slice_figures(self) -> dict:
+        """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU."""
+        if self.slices is None:
+            return {}
+        return {**self.slice_counts, **({"conflict_examples": self.conflicts} if self.conflicts else {})}
