@@ -2,7 +2,8 @@
 scale, loadgen/calibration/twin.py), timed by a calibration profile, so its admission is in the
 same wall seconds as the real run's. Writes <out>/summary.json (the scheduler's summary).
 
-    PYTHONPATH=$PWD python results/gpushare/slurm/twin.py --time-scale 300 --profile local --out results/gpushare/slurm/twin-local
+    PYTHONPATH=$PWD python results/gpushare/slurm/twin.py --time-scale 300 --profile local \
+        --out results/gpushare/slurm/twin-local
 """
 import argparse
 import json
