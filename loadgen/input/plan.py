@@ -42,16 +42,16 @@ def workload_for(scenario: Scenario, trace: str | None = None) -> tuple[list[Job
         return jobs, info.as_dict()
     fleet = scenario.section("fleet")
     csv = is_csv(path)
+    shares = any(p.sharing.mode == "fraction" for p in scenario.pools)
     jobs, meta = load_trace(path, gpus_per_node=fleet["gpus_per_node"], cpus_per_node=fleet["cpus_per_node"],
-                            tenants=wl["tenants"], seed=scenario.seed, limit=wl["trace_limit"]) \
+                            tenants=wl["tenants"], seed=scenario.seed, limit=wl["trace_limit"], shares=shares) \
         if csv else load_trace(path)
     if wl["trace_limit"] is not None:
         jobs = jobs[: wl["trace_limit"]]
     limits.check_trace_jobs(jobs, str(path), scenario)
     churn = wl["churn_multiplier"] if csv else 1.0
     jobs = compress(jobs, churn)
-    info = describe(jobs, churn, wl["target_allocation"], 0.0, fleet["nodes"] * fleet["gpus_per_node"],
-                    source=str(path)).as_dict()
+    info = describe(jobs, churn, wl["target_allocation"], 0.0, scenario.total_gpus, source=str(path)).as_dict()
     info["trace_meta"] = meta
     return jobs, info
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.input import names, yamlfile
+from loadgen.input import names, pools, yamlfile
 from loadgen.input import profile as profiles
 from loadgen.input.profile import Profile, ProfileError
 from loadgen.input.schema import DEFAULT_CLASSES, PROFILE, REQUIRED, SCENARIO, Field, ListOf, MapOf
@@ -181,6 +181,7 @@ class Scenario:
     raw: dict[str, Any]                     # what the file (plus overrides) said
     profile: Profile
     from_scenario: tuple[str, ...] = ()     # profile parameters the scenario set itself
+    pools: tuple = ()                       # loadgen.model.fleet.NodePool values (fleet.pools / nodes_from)
 
     @property
     def name(self) -> str:
@@ -198,10 +199,18 @@ class Scenario:
 
     def fleet(self) -> Fleet:
         f = self.data["fleet"]
-        return Fleet(nodes=f["nodes"], gpus_per_node=f["gpus_per_node"], cpus_per_node=f["cpus_per_node"],
+        nodes = sum(p.nodes for p in self.pools) if self.pools else f["nodes"]
+        return Fleet(nodes=nodes, gpus_per_node=f["gpus_per_node"], cpus_per_node=f["cpus_per_node"],
                      memory_gib_per_node=f["memory_gib_per_node"], leaf_size=f["leaf_size"],
                      leaves_per_spine=f["leaves_per_spine"],
-                     gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed)
+                     gpu_models=tuple(sorted(f["gpu_models"].items())), seed=self.seed, pools=self.pools)
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs in the fleet (pools may hold fewer per node than gpus_per_node)."""
+        if self.pools:
+            return sum(p.nodes * (p.gpus_per_node or self.data["fleet"]["gpus_per_node"]) for p in self.pools)
+        return self.data["fleet"]["nodes"] * self.data["fleet"]["gpus_per_node"]
 
     def startup(self) -> StartupSpec:
         """Image pull, rendezvous and GPU activity as the scenario describes them (virtual seconds)."""
@@ -263,6 +272,10 @@ def _build(raw: Any, source: str, profile: Profile | str | None, overrides: Mapp
         data["workload"]["classes"] = validate(DEFAULT_CLASSES, MapOf(SCENARIO["workload"]["classes"].item),
                                                source, "workload.classes")
     _check_mix(data, source)
+    node_pools = pools.scenario_pools(data["fleet"], source)
+    if node_pools and data["fleet"]["nodes_from"] is not None:
+        data["fleet"]["nodes"] = sum(p.nodes for p in node_pools)    # the node list sets the fleet's size
+    pools.check_class_shares(data["workload"]["classes"], node_pools, source)
     if not isinstance(profile, Profile):
         try:
             profile = profiles.load(profile or data["profile"])
@@ -274,7 +287,7 @@ def _build(raw: Any, source: str, profile: Profile | str | None, overrides: Mapp
         if not any(values[k] for k in keys):
             raise ScenarioError(source, f"schedulers.{section}", f"expected {what} (one of {', '.join(keys)} above 0; "
                                 "from the scenario or its profile), got 0 for all of them")
-    return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own))
+    return Scenario(path=source, data=data, raw=raw, profile=profile, from_scenario=tuple(own), pools=node_pools)
 
 
 def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = "") -> list[str]:

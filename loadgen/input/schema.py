@@ -84,6 +84,19 @@ JOB_CLASS = {
     "duration_s": {"median": Field(NUM, lo=1, hi=YEAR_S), "sigma": Field(NUM, 1.0, lo=0, hi=5),
                    "max": Field(NUM, None, lo=1, hi=YEAR_S, nullable=True)},
     "priority": Field(int, 0),
+    # a slice of one GPU per member ("" whole GPUs; "milli:250", "mig:1g.10gb", "shards:2":
+    # loadgen/model/gpushare.py); with a slice every shape asks 1 GPU per member
+    "gpu_share": Field(str, ""),
+}
+
+# A node pool (fleet.pools.<name>): a fraction of the fleet's nodes with one GPU model and sharing mode.
+NODE_POOL = {
+    "fraction": Field(NUM, lo=0, hi=1),                # of fleet.nodes; the last pool takes the rounding rest
+    "gpu_model": Field(str, "h100-80gb"),
+    "gpus_per_node": Field(int, None, lo=1, hi=64, nullable=True),   # default: fleet.gpus_per_node
+    "sharing": Field(str, "whole", choices=("whole", "mig", "fraction", "shards")),
+    "mig_layout": ListOf(Field(str), default=[]),      # instances made on every GPU; [] = dynamic MIG
+    "shards_per_gpu": Field(int, 0, lo=0, hi=1024),
 }
 
 CHAOS_EVENT = {
@@ -121,6 +134,11 @@ SCENARIO = {
         "leaf_size": Field(int, 32, lo=1, hi=1_000_000),
         "leaves_per_spine": Field(int, 16, lo=1, hi=1_000_000),
         "gpu_models": MapOf(Field(NUM, lo=0), default={"h100": 1.0}),
+        # node pools with a GPU model and sharing mode each (docs/gpu-sharing.md); {} = whole GPUs
+        "pools": MapOf(NODE_POOL, default={}),
+        # the fleet from a node list instead: "openb" (../shared/traces/openb_node_list_gpu_node.csv)
+        # or the path of an openb node CSV; its GPUs are shared by fraction
+        "nodes_from": Field(str, None, nullable=True),
     },
     "workload": {
         "target_allocation": Field(NUM, 0.85, lo=0.01, hi=1.0),
@@ -380,6 +398,9 @@ SCENARIO = {
         # Inputs, not model constants: what the user pays per GPU-hour (active utilization is
         # measured per run from `activity`, the scheduling tax too: loadgen/measure/statistics.py).
         "gpu_hour_usd": Field(NUM, 2.5, lo=0),
+        # A GPU slice is charged by what it takes from the GPU: (1 - w) x compute share + w x memory
+        # share, w = this (0: by compute, 1: by memory); a whole GPU is 1 either way.
+        "slice_memory_weight": Field(NUM, 0.0, lo=0, hi=1),
     },
     # gangstorm ceiling (loadgen/drive/ceiling.py): from `start`, multiply the churn by `growth` until the
     # SLO breaks, then bisect geometrically until the bracket is within `precision` (0.1: 10%).

@@ -3,7 +3,11 @@
 JSONL: one Job per line as JSON; a first line {"gangstorm_trace": 1, ...} carries metadata.
 openb (alibaba/clusterdata cluster-trace-gpu-v2023): one pod = a one-member job of num_gpu GPUs,
 duration = deletion_time - creation_time, submit = creation_time (shifted so the first is 0).
-CPU-only pods (num_gpu 0) and pods without a deletion time are skipped and counted.
+CPU-only pods (num_gpu 0) and pods without a deletion time are skipped and counted. A one-GPU pod
+with gpu_milli < 1000 asks for that fraction of one GPU (share "milli:N") when the fleet shares
+GPUs by fraction (`shares=True`); on a fleet of whole GPUs it takes a whole one, as before shares
+existed, and is counted in meta["fractions_as_whole"]. gpu_spec ("V100M16|V100M32": models the pod
+accepts) becomes Job.gpu_spec in catalogue names.
 """
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from pathlib import Path
 
 from loadgen.input import files, names
 from loadgen.input.workload import tenant_names
-from loadgen.model.errors import TraceError
+from loadgen.model.errors import TraceError, UserError
+from loadgen.model.gpushare import gpu_model, parse_share
 from loadgen.model.job import Job
 
 REQUIRED_JOB_KEYS = {"id", "members", "gpus_per_member", "duration_s", "submit_s"}
@@ -46,7 +51,7 @@ MAX_SUBMIT_S = 365 * 86400.0
 MAX_DURATION_S = 365 * 86400.0
 INT_LIMITS = {"id": 2**53, "members": 100_000, "gpus_per_member": 64, "min_available": 100_000,
               "cpus_per_member": 100_000, "priority": 1_000_000_000}
-STRINGS = ("tenant", "queue", "cls", "name")
+STRINGS = ("tenant", "queue", "cls", "name", "share", "gpu_spec")
 
 
 def _reject_constant(name: str):
@@ -75,8 +80,14 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
     for key in STRINGS:
         if key in row and not isinstance(row[key], str):
             raise TraceError(src, f"{where}: {key}", f"expected a string, got {row[key]!r}")
-        if key == "name" and row.get(key) == "":
+        if key in ("name", "share", "gpu_spec") and row.get(key, "") == "":
             continue                # the job model's own "no name", as export_jsonl writes it
+        if key == "share":
+            _check_share(row, src, where)
+            continue
+        if key == "gpu_spec":
+            row = {**row, "gpu_spec": _gpu_spec(row[key], src, f"{where}: gpu_spec")}
+            continue
         if key in row and (why := (names.class_problem if key == "cls" else names.problem)(row[key])):
             raise TraceError(src, f"{where}: {key}", why)
     for key in ("members", "gpus_per_member"):
@@ -103,6 +114,28 @@ def _job_from_row(row: dict, src: str, lineno: int) -> Job:
     row.setdefault("min_available", row["members"])
     known = {f.name for f in fields(Job)}
     return Job(**{k: v for k, v in row.items() if k in known})
+
+
+def _check_share(row: dict, src: str, where: str) -> None:
+    try:
+        share = parse_share(row["share"], f"{src}: {where}: share")
+    except UserError as e:
+        raise TraceError(src, f"{where}: share", str(e).split(": share: ", 1)[-1]) from None
+    if not share.is_whole and row["gpus_per_member"] != 1:
+        raise TraceError(src, f"{where}: gpus_per_member", f"a member with share {share.text!r} takes one slice of "
+                         f"one GPU; expected 1, got {row['gpus_per_member']!r}")
+
+
+def _gpu_spec(text: str, src: str, where: str) -> str:
+    """openb's gpu_spec ("V100M16|V100M32") in catalogue names, "|"-separated ("" any)."""
+    out = []
+    for name in str(text).split("|"):
+        if name.strip():
+            try:
+                out.append(gpu_model(name, where).name)
+            except UserError as e:
+                raise TraceError(src, where, str(e).split(f"{where}: ", 1)[-1]) from None
+    return "|".join(out)
 
 
 def _lines(path: str | Path, src: str):
@@ -166,11 +199,12 @@ def import_jsonl(path: str | Path) -> tuple[list[Job], dict]:
 
 
 def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 96, tenants: int = 6,
-                 seed: int = 1, limit: int | None = None) -> tuple[list[Job], dict]:
+                 seed: int = 1, limit: int | None = None, shares: bool = False) -> tuple[list[Job], dict]:
     src = str(path)
     owners = tenant_names(tenants, seed)
     rows = []
     skipped = {"cpu_only": 0, "no_deletion_time": 0, "too_many_gpus": 0}
+    fractions = 0
     text = (line.lstrip("\ufeff") if n == 1 else line for n, line in _lines(path, src))
     try:
         reader = csv.DictReader(text)
@@ -205,7 +239,11 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
                 continue
             if r["name"] and (why := names.problem(r["name"])):
                 raise TraceError(src, f"line {lineno}: name", why)
-            rows.append((created, deleted - created, gpus, r["name"] or f"pod-{lineno}"))
+            milli = _milli(r.get("gpu_milli"), gpus, src, lineno)
+            fractions += milli < 1000
+            share = f"milli:{milli}" if shares and milli < 1000 else ""
+            spec = _gpu_spec(r.get("gpu_spec") or "", src, f"line {lineno}: gpu_spec")
+            rows.append((created, deleted - created, gpus, r["name"] or f"pod-{lineno}", share, spec))
     except csv.Error as e:
         raise TraceError(src, f"line {lineno + 1}", f"expected CSV ({e})") from None
     rows.sort()
@@ -214,12 +252,33 @@ def import_openb(path: str | Path, gpus_per_node: int = 8, cpus_per_node: int = 
     t0 = rows[0][0] if rows else 0.0
     cpg = cpus_per_node // gpus_per_node
     jobs = []
-    for i, (created, dur, gpus, name) in enumerate(rows):
+    for i, (created, dur, gpus, name, share, spec) in enumerate(rows):
         tenant = owners[i % len(owners)]
-        jobs.append(Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls=f"openb-{gpus}gpu", members=1,
-                        gpus_per_member=gpus, duration_s=min(dur, MAX_DURATION_S), submit_s=created - t0,
-                        min_available=1, cpus_per_member=gpus * cpg, name=name))
-    return jobs, {"source": src, "skipped": skipped}
+        jobs.append(Job(id=i, tenant=tenant, queue=f"q-{tenant}", cls="openb-frac" if share else f"openb-{gpus}gpu",
+                        members=1, gpus_per_member=gpus, duration_s=min(dur, MAX_DURATION_S), submit_s=created - t0,
+                        min_available=1, cpus_per_member=0 if share else gpus * cpg, name=name, share=share,
+                        gpu_spec=spec))
+    meta = {"source": src, "skipped": skipped}
+    if not shares and fractions:
+        meta["fractions_as_whole"] = fractions
+    return jobs, meta
+
+
+def _milli(text: str | None, gpus: int, src: str, lineno: int) -> int:
+    """gpu_milli of a pod (1000 when absent): 1..1000 for a one-GPU pod; a multi-GPU pod takes whole GPUs."""
+    if text is None or text == "":
+        return 1000
+    try:
+        milli = float(text)
+    except ValueError:
+        raise TraceError(src, f"line {lineno}: gpu_milli", f"expected a number, got {text!r}") from None
+    if not math.isfinite(milli) or milli != int(milli) or not 0 < milli <= 1000:
+        raise TraceError(src, f"line {lineno}: gpu_milli", f"expected a whole number in 1..1000 (a fraction of one "
+                         f"GPU in (0, 1]), got {text!r}")
+    if gpus > 1 and milli != 1000:
+        raise TraceError(src, f"line {lineno}: gpu_milli", f"a pod of {gpus} GPUs takes whole GPUs; expected 1000, "
+                         f"got {text!r}")
+    return int(milli)
 
 
 def is_csv(path: str | Path) -> bool:

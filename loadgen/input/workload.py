@@ -14,7 +14,9 @@ import numpy as np
 from faker import Faker
 
 from loadgen.input import limits
+from loadgen.input.pools import holders
 from loadgen.input.scenario import Scenario
+from loadgen.model.gpushare import parse_share
 from loadgen.model.job import Job
 
 
@@ -58,12 +60,24 @@ def tenant_weights(n: int) -> np.ndarray:
     return w / w.sum()
 
 
-def _class_moments(cls: dict) -> tuple[float, float, float]:
-    """E[gpus], E[duration], E[gpus x duration] of one class (duration truncated at max)."""
+def slice_size(share_text: str, pools: tuple) -> float:
+    """GPUs one member of this share takes, by compute (1 for a whole GPU), on the first pool that
+    can hold it: what offered load counts."""
+    share = parse_share(share_text)
+    if share.is_whole:
+        return 1.0
+    pool = next(iter(holders(share, pools)), None)
+    return share.compute_share(pool.model(), pool.sharing) if pool else 1.0
+
+
+def _class_moments(cls: dict, pools: tuple = ()) -> tuple[float, float, float]:
+    """E[gpus], E[duration], E[gpus x duration] of one class (duration truncated at max); a class
+    asking for a slice counts each member by its slice's share of a GPU."""
     shapes = cls["shapes"]
     w = np.array([s["weight"] for s in shapes], dtype=float)
     w = w / w.sum()
-    gpus = np.array([s["members"] * s["gpus"] for s in shapes], dtype=float)
+    per = slice_size(cls.get("gpu_share", ""), pools)
+    gpus = np.array([s["members"] * s["gpus"] * per for s in shapes], dtype=float)
     d = cls["duration_s"]
     mu, sigma = np.log(d["median"]), d["sigma"]
     mean_d = float(np.exp(mu + sigma**2 / 2))
@@ -78,12 +92,12 @@ def _class_moments(cls: dict) -> tuple[float, float, float]:
 
 def arrival_rate(scenario: Scenario) -> float:
     """Jobs per second the generator offers: Little's law at the offered load, times the churn."""
-    wl, fleet = scenario.section("workload"), scenario.section("fleet")
+    wl = scenario.section("workload")
     classes = wl["classes"]
     shares = np.array([c["share"] for c in classes.values()], dtype=float)
-    e_gpu_s = float(sum(s * _class_moments(c)[2] for s, c in zip(shares, classes.values())))
+    e_gpu_s = float(sum(s * _class_moments(c, scenario.pools)[2] for s, c in zip(shares, classes.values())))
     offered = wl["offered_load"] if wl["offered_load"] is not None else wl["target_allocation"]
-    return offered * fleet["nodes"] * fleet["gpus_per_node"] / e_gpu_s * wl["churn_multiplier"]
+    return offered * scenario.total_gpus / e_gpu_s * wl["churn_multiplier"]
 
 
 def preflight(scenario: Scenario, expected_jobs: float | None = None, rate: float | None = None) -> None:
@@ -106,12 +120,12 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     classes = wl["classes"]
     names = list(classes)
     shares = np.array([classes[c]["share"] for c in names], dtype=float)
-    moments = [_class_moments(classes[c]) for c in names]
+    moments = [_class_moments(classes[c], scenario.pools) for c in names]
     e_gpu_s = float(sum(s * m[2] for s, m in zip(shares, moments)))
     e_gpus = float(sum(s * m[0] for s, m in zip(shares, moments)))
     e_dur = float(sum(s * m[1] for s, m in zip(shares, moments)))
     offered = wl["offered_load"] if wl["offered_load"] is not None else wl["target_allocation"]
-    base_rate = offered * fleet["nodes"] * fleet["gpus_per_node"] / e_gpu_s
+    base_rate = offered * scenario.total_gpus / e_gpu_s
     rate = base_rate * churn
     preflight(scenario, rate * horizon, rate)
 
@@ -147,11 +161,12 @@ def generate(scenario: Scenario, seed: int | None = None, duration_h: float | No
     tenants = tenant_names(wl["tenants"], seed)
     tenant_idx = rng.choice(len(tenants), size=n, p=tenant_weights(len(tenants)))
     cpus_per_gpu = fleet["cpus_per_node"] // fleet["gpus_per_node"]
+    gpu_share = [parse_share(classes[c].get("gpu_share", "")).text for c in names]
     jobs = [
         Job(id=i, tenant=tenants[t], queue=f"q-{tenants[t]}", cls=names[c], members=int(m),
             gpus_per_member=int(g), duration_s=round(float(dur), 3), submit_s=round(float(a), 6),
-            min_available=int(m), cpus_per_member=int(g) * cpus_per_gpu, priority=int(p),
-            name=f"{tenants[t][:12]}-{names[c]}-{i}")
+            min_available=int(m), cpus_per_member=0 if gpu_share[c] else int(g) * cpus_per_gpu, priority=int(p),
+            name=f"{tenants[t][:12]}-{names[c]}-{i}", share=gpu_share[c])
         for i, (a, c, m, g, dur, t, p) in enumerate(
             zip(arrivals, cls_idx, members, gpus, durations, tenant_idx, priorities))
     ]

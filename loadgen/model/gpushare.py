@@ -251,7 +251,7 @@ class Sharing:
     layout: tuple[str, ...] = ()
     shards_per_gpu: int = 0
 
-    def check(self, model: GpuModel, where: str = "sharing") -> None:
+    def check(self, model: GpuModel, where: str = "sharing", layout_field: str = "layout") -> None:
         """UserError unless this mode is valid on `model` (MIG needs a MIG model, a layout must fit)."""
         if self.mode not in SHARING_MODES:
             raise UserError(f"{where}.mode: expected one of {', '.join(SHARING_MODES)}; got {self.mode!r}")
@@ -259,9 +259,9 @@ class Sharing:
             if not model.mig_capable:
                 raise UserError(f"{where}: {model.name} has no MIG; expected a MIG model "
                                 f"({', '.join(n for n, m in CATALOGUE.items() if m.mig_capable)}) or another mode")
-            self.instances(model, f"{where}.layout")
+            self.instances(model, f"{where}.{layout_field}")
         elif self.layout:
-            raise UserError(f"{where}.layout: only a mig pool has a layout")
+            raise UserError(f"{where}.{layout_field}: only a mig pool has a layout")
         if self.mode == "shards" and self.shards_per_gpu < 1:
             raise UserError(f"{where}.shards_per_gpu: expected a whole number >= 1; got {self.shards_per_gpu!r}")
 

@@ -26,6 +26,7 @@ class Job:
     priority: int = 0
     name: str = ""
     share: str = ""         # "" whole GPUs, else one slice of one GPU: loadgen.model.gpushare's text form
+    gpu_spec: str = ""      # GPU models the job accepts, "|"-separated catalogue names ("" any), as openb's gpu_spec
 
     @property
     def gpus(self) -> int:
@@ -42,10 +43,16 @@ class Job:
         """8-GPU members take a whole node (exclusive) on every backend."""
         return self.gpus_per_member >= 8
 
+    @property
+    def gpu_models(self) -> tuple[str, ...]:
+        """The GPU models this job accepts (empty: any)."""
+        return tuple(m for m in self.gpu_spec.split("|") if m)
+
     def to_json(self) -> str:
         row = asdict(self)
-        if not self.share:
-            del row["share"]     # whole-GPU traces stay as they were before shares existed
+        for key in ("share", "gpu_spec"):
+            if not row[key]:
+                del row[key]     # whole-GPU traces stay as they were before shares existed
         return json.dumps(row, separators=(",", ":"))
 
     @classmethod
