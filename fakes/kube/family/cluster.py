@@ -75,8 +75,9 @@ class ClusterSetup:
         self.api = k8s.CoreV1Api(self.cluster.api_client(threads * 2))
         for ns in (self.ns, self.fill_ns):
             self.api.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
-        self.figures["nodes_registered_s"] = round(
-            self.cluster.create_nodes(self.fleet, threads=int(self.cfg.get("node_threads", 16))), 2)
+        self.figures["nodes_registered_s"] = round(create_nodes(
+            self.cluster.api_client(int(self.cfg.get("node_threads", 16))), self.fleet,
+            int(self.cfg.get("node_threads", 16)), body=lambda fleet, i: self.node_body(node_body(fleet, i), i)), 2)
         self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
         self.figures["nodes"] = self.fleet.nodes
         self._wait_service_account()
@@ -167,12 +168,16 @@ class ClusterSetup:
         self.cluster.start_kwok(f"{RUN_LABEL}={self.label}")
         self.figures["nodes_registered_s"] = round(create_nodes(
             self.cluster.api_client(threads), self.fleet, threads,
-            body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False)), 2)
+            body=lambda fleet, i: self.node_body(node_body(fleet, i, names[i], labels, kwok_annotation=False), i)), 2)
         self.node_selector = self._planned_node_selector()
 
     def _use_nodes(self, names: list[str]) -> None:
         self.node_names = list(names)
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
+
+    def node_body(self, body: dict[str, Any], i: int) -> dict[str, Any]:
+        """Fleet node i's Node as created; a backend adds what its device plugins would publish."""
+        return body
 
     def _check_scheduler_installed(self) -> None:
         """Volcano checks its CRDs here; kube-scheduler is part of every cluster."""
