@@ -7,6 +7,12 @@ tenant's Queue and a Job with minAvailable, Volcano's job controller creates the
 running member is lost Volcano restarts the whole job (PodEvicted -> RestartJob). Pods complete
 after the job's (time-scaled) duration through the KWOK stage driven by the
 `gangstorm.io/complete-after` annotation; a finished Job is deleted.
+
+GPU sharing (fakes/volcano/vgpu.py): nodes of a fraction pool carry what HAMi's vGPU device plugin
+publishes (register and handshake annotations, vgpu-number/-memory/-cores capacity; the handshake
+is kept fresh while the run lasts), vc-scheduler runs the deviceshare plugin, a member's share is
+asked for as vGPU resources, and the GPUs each pod got are read back from the annotation the
+plugin writes before binding (PlacedSlices: slice-granular allocation, overcommit check).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
+from fakes.volcano import vgpu
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
 from fakes.volcano.traits import VolcanoTraits
@@ -61,6 +68,12 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         self.custom = None                              # kubernetes CustomObjectsApi
         self.queues: dict[str, Future] = {}             # queue name -> its create on the pool
         self.figures["volcano_version"] = VOLCANO_VERSION
+        self.vgpu = vgpu.shares_by_vgpu(self.fleet)      # fraction pools: HAMi vGPU through deviceshare
+        self.memory_basis = vgpu.request_memory_basis(self.fleet) if self.vgpu else 0
+        # whole GPUs go through vGPU only when no pool hands them out as nvidia.com/gpu
+        self.whole_by_vgpu = self.vgpu and all(p.sharing.mode == "fraction" for p in self.fleet.pools)
+        self.slices: vgpu.PlacedSlices | None = None
+        self.handshake: vgpu.Handshake | None = None
 
     def start(self) -> None:
         if not self.existing:
@@ -85,6 +98,56 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         from kubernetes import client
         self.custom = client.CustomObjectsApi(self.api.api_client)
         self.figures["volcano_version"] = "the cluster's own (not probed)"
+        self._start_vgpu()
+
+    # --- GPU sharing: the vGPU device plugin's part, and what the scheduler chose --------------------
+    def node_body(self, body: dict[str, Any], i: int) -> dict[str, Any]:
+        """A fraction pool's node advertises vGPUs instead of nvidia.com/gpu (the same GPUs must
+        not be handed out twice); every node advertises its own pool's GPU count."""
+        ann, cap = vgpu.node_extras(self.fleet, i, body["metadata"]["name"])
+        res = dict(body["status"]["capacity"])
+        if cap:
+            res.pop(GPU, None)
+            res.update(cap)
+            body["metadata"]["annotations"].update(ann)
+        else:
+            res[GPU] = str(int(self.fleet.gpus_of[i]))
+        body["status"] = {**body["status"], "capacity": res, "allocatable": res}
+        return body
+
+    def _start_vgpu(self) -> None:
+        if not self.vgpu or self.role == "submit":
+            return
+        self.slices = vgpu.PlacedSlices(self.fleet, self.node_index)
+        names = [n for i, n in enumerate(self.node_names) if vgpu.vgpu_node(self.fleet, i)]
+        patch = partial(self._patch_node)
+        self.handshake = vgpu.Handshake(patch, names, float(self.cfg.get("vgpu_report_s", vgpu.REPORT_EVERY_S))).start()
+
+    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+        self.api.patch_node(name, body, _preload_content=False, _request_timeout=TIMEOUT)
+
+    def _on_pod(self, t: float, typ: str, pod: PodView) -> None:
+        super()._on_pod(t, typ, pod)
+        if self.slices is None:
+            return
+        if typ == "DELETED" or not pod.holds:
+            self.slices.release(pod.uid)
+            return
+        gang = self.gangs.get(pod.job)
+        job = gang.job if gang is not None else self.expected.get(pod.job)
+        if job is not None and pod.devices:
+            self.slices.hold(pod.uid, pod.name, pod.node, pod.devices, job.gpu_share)
+
+    def live_control_plane(self) -> dict[str, Any]:
+        return {"gpu_slices": self.slices.figures()} if self.slices is not None else {}
+
+    def stop(self) -> None:
+        if self.handshake is not None:
+            self.handshake.stop()
+            self.figures["vgpu_handshake"] = {"reports": self.handshake.reports, "errors": self.handshake.errors}
+        if self.slices is not None:
+            self.figures["gpu_slices"] = self.slices.figures()
+        super().stop()
 
     def queue_name(self, job: Job) -> str:
         """The tenant's Queue; on an existing cluster prefixed with the run label, so the run never
@@ -121,7 +184,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
     def _start_scheduler(self, run_dir: Path) -> None:
         from kubernetes import client
         self.custom = client.CustomObjectsApi(self.api.api_client)
-        self.vc = VolcanoControlPlane(self.cluster, run_dir, self.cfg)
+        self._start_vgpu()
+        self.vc = VolcanoControlPlane(self.cluster, run_dir, self.cfg, vgpu=self.vgpu)
         self.vc.start(self.api.api_client)
 
     def control_plane(self) -> dict[str, Any]:
@@ -160,12 +224,25 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         return {"apiVersion": f"{SCHED_GROUP}/{SCHED_VERSION}", "kind": "Queue",
                 "metadata": {"name": q, "labels": {RUN_LABEL: self.label}}, "spec": spec}
 
+    def member_resources(self, job: Job) -> tuple[dict[str, str], dict[str, str]]:
+        """(requests, limits) of one member: a milli share as vGPU resources (vgpu.requests), whole
+        GPUs as nvidia.com/gpu, or as exclusive vGPUs when every pool shares by fraction."""
+        cpu = {"cpu": str(max(1, int(job.cpus_per_member or 1)))}
+        share = job.gpu_share
+        if (self.vgpu and share.kind == "milli") or (self.whole_by_vgpu and share.is_whole):
+            dev = vgpu.requests(share, job.gpus_per_member, self.memory_basis)
+            return {**dev, **cpu}, dev
+        if not share.is_whole:
+            raise ValueError(f"job {job.id}: a {share} share needs a node pool that shares by fraction "
+                             "(Volcano's vGPU); this fleet has none")
+        return {GPU: str(job.gpus_per_member), **cpu}, {GPU: str(job.gpus_per_member)}
+
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
-        requests = {GPU: str(job.gpus_per_member), "cpu": str(max(1, int(job.cpus_per_member or 1)))}
+        requests, limits = self.member_resources(job)
         template = {"metadata": {"labels": self.labels(job),          # the watch finds the gang by label
                                  "annotations": {COMPLETE_AFTER: go_duration(job.duration_s),
                                                  **self.startup_annotations()}},
-                    "spec": pod_spec(requests, schedulerName="volcano", **self.pod_fields())}
+                    "spec": pod_spec(requests, limits, schedulerName="volcano", **self.pod_fields())}
         return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Job",
             "metadata": {"name": vcjob_name(job.id), "namespace": self.ns, "labels": self.labels(job)},
