@@ -79,8 +79,8 @@ class PodState(ClusterState):
         self.mem = fleet.memory_gib_per_node
         self.free_mem = np.full(fleet.nodes, self.mem, dtype=np.int32)
 
-    def take(self, owner: int, node: int, gpus: int, cpus: int) -> None:
-        super().take(owner, node, gpus, cpus)
+    def take(self, owner: int, node: int, gpus: int, cpus: int, share=None, pick: str = "first") -> None:
+        super().take(owner, node, gpus, cpus, share, pick)
         if owner >= 0:
             self.free_mem[node] -= POD_MEMORY_GIB
 
@@ -143,7 +143,7 @@ class SimKube(KubeTraits, KubeFamily):
         self.limiter = TokenBucket(c["api_qps"], c["api_burst"])
         self.queue: list = []                       # (-priority, queued_at, seq, job_id)
         self.backoff: list = []                     # podBackoffQ: (expiry, -priority, queued_at, seq, job_id)
-        self.unschedulable: dict[int, dict[int, JobState]] = {}   # gpus per member -> jobs
+        self.unschedulable: dict = {}               # gpus per member (or a slice key) -> {job id: jobs}
         self.busy_until = 0.0
         self.cycle_busy_s = 0.0                     # time the scheduling loop spent in cycles
         self.tick_pending = False
@@ -203,11 +203,21 @@ class SimKube(KubeTraits, KubeFamily):
             for _ in range(self._pending_pods(js)):
                 self.limiter.acquire(t)
                 self._api_write(t, self.pod_bytes)
-        self.unschedulable.setdefault(js.job.gpus_per_member, {})[js.job.id] = js
+        self.unschedulable.setdefault(self._wait_key(js), {})[js.job.id] = js
+
+    def _wait_key(self, js: JobState):
+        """What a parked pod waits for: a node with this many free GPUs, or (sliced) its own shape."""
+        j = js.job
+        return (j.share, j.gpus_per_member, j.gpu_spec) if self.state.sliced(j) else j.gpus_per_member
+
+    def _could_fit(self, key, group: dict[int, JobState]) -> bool:
+        if isinstance(key, int):
+            return self.state.count_ge(key) > 0
+        return self.state.member_fits(next(iter(group.values())).job)
 
     def _on_release(self, t: float) -> None:
         for g in list(self.unschedulable):
-            if self.state.count_ge(g) == 0 or not self.state.up.any():
+            if not self._could_fit(g, self.unschedulable[g]) or not self.state.up.any():
                 continue
             for js in self.unschedulable.pop(g).values():
                 if js.done:
@@ -254,7 +264,7 @@ class SimKube(KubeTraits, KubeFamily):
                 break
             if js.done or self._pending_pods(js) == 0:
                 continue
-            hopeless = self.state.count_ge(js.job.gpus_per_member) == 0
+            hopeless = not self.state.member_fits(js.job)
             clock = self._attempt(js, clock)
             if not hopeless or clock >= horizon:
                 break
@@ -262,11 +272,11 @@ class SimKube(KubeTraits, KubeFamily):
         self.cycle_busy_s += clock - start
         self._kick(clock)
 
-    def _candidates(self, g: int, c: int) -> tuple[np.ndarray, int]:
+    def _candidates(self, g: int, c: int, job=None) -> tuple[np.ndarray, int]:
         """First to_find feasible nodes from the rotating start index, and nodes examined."""
         n = self.fleet.nodes
         s = self.state
-        idx = np.flatnonzero(s.free_gpus >= g)
+        idx = np.flatnonzero(s.member_nodes(job) if job is not None else s.free_gpus >= g)
         if len(idx) == 0:
             return idx, n
         pos = int(np.searchsorted(idx, self.start_index))
@@ -299,14 +309,15 @@ class SimKube(KubeTraits, KubeFamily):
     def _attempt(self, js: JobState, clock: float) -> float:
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         pods = self._pending_pods(js)
+        sliced = self.state.sliced(js.job)
         for i in range(pods):
-            if self.state.count_ge(g) == 0:
+            if not self.state.member_fits(js.job):
                 # Every remaining pod of this job walks all nodes and fails.
                 clock += self._cycle_s(self.fleet.nodes) * (pods - i)
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
                 break
-            nodes, examined = self._candidates(g, c)
+            nodes, examined = self._candidates(g, c, js.job if sliced else None)
             scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
             cycle = self._cycle_s(examined, scored)
             self.nodes_examined[0] += examined
@@ -317,8 +328,15 @@ class SimKube(KubeTraits, KubeFamily):
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
                 break
-            node = self._score(nodes, g, c)
-            self.state.take(js.job.id, node, g, c)
+            if sliced:
+                # A slice is an extended resource (MIG mixed strategy) or a DRA device, neither of
+                # which NodeResourcesFit scores: the node score sees cpu, memory and whole GPUs;
+                # the device plugin / DRA allocator then takes the first fitting GPU in order.
+                node = self._score(nodes, 0 if js.job.share else g, c)
+                self.state.take(js.job.id, node, g, c, js.job.gpu_share, "first")
+            else:
+                node = self._score(nodes, g, c)
+                self.state.take(js.job.id, node, g, c)
             self._count("scheduled_pods")
             if self.coscheduling:
                 js.extra["reserved"] += 1

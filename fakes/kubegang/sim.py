@@ -37,7 +37,7 @@ class GangKubeTwin(SimKube):
         held = list(self.state.holdings.get(js.job.id, []))
         self.state.give_back(js.job.id)
         for node, gpus, cpus in held[:len(held) - reserved]:
-            self.state.take(js.job.id, node, gpus, cpus)
+            self.state.take(js.job.id, node, gpus, cpus, js.job.gpu_share)
         js.extra["reserved"] = 0
         js.extra.pop("permit_since", None)
         self._count("group_reverts")

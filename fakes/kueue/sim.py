@@ -146,8 +146,9 @@ class SimKueue(KueueTraits, KubeFamily):
     def _placement(self, js: JobState) -> list[int] | None:
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         s = self.state
-        per_node = np.where(s.up, np.minimum(s.free_gpus // g, np.minimum(s.free_cpus // max(c, 1),
-                                                                           s.free_mem // POD_MEMORY_GIB)), 0)
+        fit = s.member_capacity(js.job) if s.sliced(js.job) else s.free_gpus // g
+        per_node = np.where(s.up, np.minimum(fit, np.minimum(s.free_cpus // max(c, 1),
+                                                             s.free_mem // POD_MEMORY_GIB)), 0)
         mode = self.topology_mode if js.job.members > 1 else "none"
         return place(per_node.astype(np.int64), self.leaf_of, self.spine_of, js.job.members, mode)
 
@@ -169,7 +170,7 @@ class SimKueue(KueueTraits, KubeFamily):
         js.extra["admitted"] = True
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         for node in nodes:
-            self.state.take(js.job.id, node, g, c)
+            self.state.take(js.job.id, node, g, c, js.job.gpu_share)
         self._count("admitted_workloads")
         start = max(t + self.ungate_s, self.binder_free)
         for i in range(len(nodes)):
@@ -213,15 +214,15 @@ class SimKueue(KueueTraits, KubeFamily):
             if nodes is None:
                 js.extra["waiting_members"] = js.extra.get("waiting_members", 0) + 1
                 continue
-            self.state.take(js.job.id, nodes, js.job.gpus_per_member, js.job.cpus_per_member)
+            self.state.take(js.job.id, nodes, js.job.gpus_per_member, js.job.cpus_per_member, js.job.gpu_share)
             start = max(t + self.ungate_s, self.binder_free)
             self.binder_free = start + self.pod_s
             self._at(start, self._bound, js, js.run_token)
 
     def _placement_one(self, js: JobState) -> int | None:
-        g, c = js.job.gpus_per_member, js.job.cpus_per_member
+        c = js.job.cpus_per_member
         s = self.state
-        ok = np.flatnonzero(s.up & (s.free_gpus >= g) & (s.free_cpus >= c) & (s.free_mem >= POD_MEMORY_GIB))
+        ok = np.flatnonzero(s.up & s.member_nodes(js.job) & (s.free_cpus >= c) & (s.free_mem >= POD_MEMORY_GIB))
         return int(ok[0]) if len(ok) else None
 
     def _finished(self, js: JobState, t: float) -> None:

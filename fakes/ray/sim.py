@@ -204,7 +204,9 @@ class SimRay(RayTraits, SimTarget):
         self.scheduling = False
         js.extra["inflight"] = False
         for n in nodes:
-            self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member)
+            # the raylet's instance allocation: a fractional demand goes to the best-fit GPU
+            # (ray src/ray/common/scheduling/resource_instance_set.cc, TryAllocate)
+            self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member, js.job.gpu_share, "best")
         self.created += 1
         self.service_ms.append((t - js.extra["attempt_t"]) * 1e3)
         follow = self.cfg["gcs_followup_ratio"] * (t - js.extra["attempt_t"])
@@ -218,6 +220,9 @@ class SimRay(RayTraits, SimTarget):
 
     def _still_fits(self, js: JobState, nodes: list[int]) -> bool:
         s, g, c = self.state, js.job.gpus_per_member, js.job.cpus_per_member
+        if s.sliced(js.job):
+            cap = s.member_capacity(js.job)
+            return all(s.up[n] and cap[n] >= k and s.free_cpus[n] >= k * c for n, k in Counter(nodes).items())
         per: dict[int, int] = {}
         for n in nodes:
             per[n] = per.get(n, 0) + 1
@@ -257,6 +262,8 @@ class SimRay(RayTraits, SimTarget):
         up = self.state.count_ge(0)
         strategy = self._strategy(js)
         need = js.job.members - js.bound
+        if self.state.sliced(js.job):
+            return up >= 1 if strategy != "STRICT_SPREAD" else up >= js.job.members
         if strategy == "STRICT_SPREAD":
             return up >= js.job.members
         if strategy == "STRICT_PACK":
@@ -277,6 +284,8 @@ class SimRay(RayTraits, SimTarget):
     def _place(self, js: JobState, need: int) -> list[int] | None:
         """Where Schedule() (bundle_scheduling_policy.cc) puts `need` bundles, or None."""
         s = self.state
+        if s.sliced(js.job):
+            return self._place_sliced(js, need)
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         strategy = self._strategy(js)
         used = set(js.extra.get("nodes", []))
@@ -320,6 +329,47 @@ class SimRay(RayTraits, SimTarget):
             free[n] -= g
             cpus[n] -= c
             chosen.append(n)
+        return chosen
+
+    def _place_sliced(self, js: JobState, need: int) -> list[int] | None:
+        """Bundles of a fraction of one GPU ({"GPU": 0.25}) or of a GPU model: the GCS scores nodes
+        by their summed free GPU (its cluster view holds one GPU total per node), the candidates are
+        the nodes where a raylet would find one GPU instance that fits (prepare would succeed).
+        PACK fills the best node with as many bundles as its GPUs fit, then the next; SPREAD puts
+        one bundle per node, best first."""
+        s = self.state
+        share, c = js.job.gpu_share, js.job.cpus_per_member
+        g = share.amount / 1000 if share.kind == "milli" else float(js.job.gpus_per_member)   # num_gpus asked
+        free = np.where(s.up[:, None], s.slices.free_compute, 0.0).sum(axis=1)
+        cpus = s.free_cpus.astype(float)
+        cand = s.feasible_for(js.job)
+        cap = s.member_capacity(js.job)
+        strategy = self._strategy(js)
+        if strategy == "STRICT_SPREAD":
+            cand[list(set(js.extra.get("nodes", [])))] = False
+        if strategy in ("PACK", "STRICT_PACK"):
+            chosen: list[int] = []
+            while len(chosen) < need:
+                ok = np.flatnonzero(cand)
+                if not len(ok) or (strategy == "STRICT_PACK" and chosen):
+                    return None
+                n = self._best(ok, free, cpus, g, c)
+                chosen += [n] * min(need - len(chosen), max(int(cap[n]), 1), int(cpus[n] // c) if c else need)
+                cand[n] = False
+            return chosen
+        ok = np.flatnonzero(cand)
+        if len(ok) < need:
+            return None if strategy == "STRICT_SPREAD" or not len(ok) else \
+                (None if cap[ok].sum() < need else self._place_sliced_pack(ok, free, cpus, g, c, cap, need))
+        order = np.lexsort((ok, -self._score(free[ok], cpus[ok], g, c)))
+        return [int(n) for n in ok[order[:need]]]
+
+    def _place_sliced_pack(self, ok, free, cpus, g, c, cap, need) -> list[int]:
+        chosen: list[int] = []
+        for n in ok[np.lexsort((ok, -self._score(free[ok], cpus[ok], g, c)))]:
+            chosen += [int(n)] * min(int(cap[n]), need - len(chosen))
+            if len(chosen) >= need:
+                break
         return chosen
 
     # --- observation --------------------------------------------------------------------------

@@ -58,6 +58,9 @@ class SimTarget(Target):
         self._seq = itertools.count()
         self._prefill_ids = itertools.count(-1, -1)
         self.counters: dict[str, float] = {}
+        # GPU sharing: the shapes of the jobs arrived so far, (share, GPUs per member, gpu_spec) ->
+        # count: the target workload of the ATC '23 fragmentation measure
+        self.shapes: dict[tuple[str, int, str], int] = {}
         # What a client of the real scheduler sees lags its decisions (a watch event, an squeue
         # poll, a ready callback): every job event reaches the runner this much later, in order.
         self.observe_s = float(self.cfg.get("observe_ms") or 0.0) / 1000.0
@@ -98,6 +101,9 @@ class SimTarget(Target):
     def submit(self, job: Job, now: float) -> list[Event]:
         js = JobState(job)
         self.jobs[job.id] = js
+        if self.state.slices is not None:
+            key = (job.share, job.gpus_per_member, job.gpu_spec)
+            self.shapes[key] = self.shapes.get(key, 0) + 1
         self.waiting[job.id] = js
         self._submit(js, now)
         return self._take()
@@ -273,7 +279,16 @@ class SimTarget(Target):
             partial_gangs=len(partial),
             running_jobs=len(self.active),
             control_plane={**{f"{k}_total": v for k, v in self.counters.items()}, **self._live_control_plane()},
+            gpu_sharing=self._gpu_sharing(),
         )
+
+    def _gpu_sharing(self) -> dict | None:
+        if self.state.slices is None:
+            return None
+        pending = {(js.job.share, js.job.gpus_per_member, js.job.gpu_spec) for js in self.waiting.values()}
+        figures = self.state.slices.figures(self.shapes, pending, self.state.up)
+        figures["allocated_whole_gpus"] = self.state.allocated
+        return figures
 
     def _live_control_plane(self) -> dict:
         """Control-plane gauges sampled with every snapshot (timeseries.csv's cp_* columns); the

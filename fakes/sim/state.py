@@ -2,12 +2,21 @@
 
 `count_ge[g]` (nodes with at least g free GPUs) is kept incrementally so the schedulers can
 reject an infeasible member in O(1) before doing any O(nodes) work.
+
+A fleet with node pools (GPU sharing) also keeps `slices` (fakes/sim/slices.py): there `free_gpus`
+counts the idle GPUs a whole-GPU member may take (none on MIG nodes), and a member with a share
+(Job.share) takes one slice of one GPU: `take(..., share=, pick=)`. `allocated` counts whole GPUs
+only; slices are counted at their share of a GPU in `slices.allocated_compute`. A fleet without
+pools has no `slices` and behaves exactly as before.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from fakes.sim.slices import SliceState
 from loadgen.model.fleet import Fleet
+from loadgen.model.gpushare import GpuShare
+from loadgen.model.job import Job
 
 
 class ClusterState:
@@ -25,6 +34,12 @@ class ClusterState:
         self._hist[self.gpn] = fleet.nodes
         self.holdings: dict[int, list[tuple[int, int, int]]] = {}   # owner -> [(node, gpus, cpus)]
         self.allocated = 0
+        self.slices = SliceState(fleet) if fleet.pools else None
+        if self.slices is not None:
+            self.free_gpus = self.slices.idle_whole()
+            self._hist = [0] * (self.gpn + 1)
+            for g in self.free_gpus.tolist():
+                self._hist[g] += 1
 
     # --- O(1) feasibility -------------------------------------------------------------------
     def count_ge(self, gpus: int) -> int:
@@ -46,7 +61,14 @@ class ClusterState:
             self._hist[before] -= 1
             self._hist[after] += 1
 
-    def take(self, owner: int, node: int, gpus: int, cpus: int) -> None:
+    def take(self, owner: int, node: int, gpus: int, cpus: int, share: GpuShare | None = None,
+             pick: str = "first") -> None:
+        """`owner` takes `gpus` whole GPUs (or, with a share, one slice on the GPU `pick` chooses)
+        and `cpus` CPUs of `node`."""
+        if self.slices is not None:
+            self._take_sliced(owner, node, gpus, cpus, share, pick)
+            return
+        assert share is None or share.is_whole, "a GPU share needs a fleet with node pools"
         before = int(self.free_gpus[node])
         assert before >= gpus, f"node {node} has {before} free GPUs, {gpus} asked"
         self.free_gpus[node] = before - gpus
@@ -55,8 +77,27 @@ class ClusterState:
         self.holdings.setdefault(owner, []).append((node, gpus, cpus))
         self.allocated += gpus
 
+    def _take_sliced(self, owner: int, node: int, gpus: int, cpus: int, share: GpuShare | None, pick: str) -> None:
+        before = int(self.free_gpus[node])
+        if share is None or share.is_whole:
+            self.slices.take_whole(owner, node, gpus)
+            self.allocated += gpus
+        else:
+            self.slices.place(owner, node, share, pick)
+            gpus = 1
+        self._set_free(node, before)
+        self.free_cpus[node] -= cpus
+        self.holdings.setdefault(owner, []).append((node, gpus, cpus))
+
+    def _set_free(self, node: int, before: int) -> None:
+        after = int((self.slices.idle[node] & self.slices.whole_ok[node]).sum())
+        self.free_gpus[node] = after
+        self._move(node, before, after)
+
     def give_back(self, owner: int, node: int | None = None) -> list[tuple[int, int, int]]:
         """Release everything `owner` holds (or only what it holds on `node`)."""
+        if self.slices is not None:
+            return self._give_back_sliced(owner, node)
         held = self.holdings.get(owner, [])
         keep, gone = [], []
         for h in held:
@@ -72,6 +113,66 @@ class ClusterState:
         else:
             self.holdings.pop(owner, None)
         return gone
+
+    def _give_back_sliced(self, owner: int, node: int | None) -> list[tuple[int, int, int]]:
+        held = self.holdings.get(owner, [])
+        keep, gone = [], []
+        for h in held:
+            (gone if node is None or h[0] == node else keep).append(h)
+        for n, _k, slot in self.slices.holdings.get(owner, []):
+            if slot.share.is_whole and (node is None or n == node):
+                self.allocated -= 1
+        touched = {n for n, _, _ in gone}
+        before = {n: int(self.free_gpus[n]) for n in touched}
+        for n in touched:
+            self.slices.give_back(owner, n)
+        for n, _, c in gone:
+            self.free_cpus[n] += c
+        for n in touched:
+            self._set_free(n, before[n])
+        if keep:
+            self.holdings[owner] = keep
+        else:
+            self.holdings.pop(owner, None)
+        return gone
+
+    # --- what one member of a job can use -----------------------------------------------------
+    def member_fits(self, job: Job) -> bool:
+        """Necessary condition for one member of `job` right now (a share or a GPU model asked:
+        some up node has room on one GPU; else the whole-GPU count test of `fits`)."""
+        if self.slices is None or not (job.share or job.gpu_spec):
+            return self.count_ge(job.gpus_per_member) >= 1
+        return bool((self.member_nodes(job) & self.up).any())
+
+    def member_nodes(self, job: Job) -> np.ndarray:
+        """Nodes where the GPUs of one member of `job` fit now (down nodes and CPUs not checked)."""
+        if self.slices is None or not (job.share or job.gpu_spec):
+            return self.free_gpus >= job.gpus_per_member
+        share = job.gpu_share
+        if share.is_whole:
+            ok = self.free_gpus >= job.gpus_per_member
+            mask = self.slices.model_mask(job.gpu_models)
+            return ok if mask is None else ok & mask
+        return self.slices.node_fits(share, job.gpu_models)
+
+    def member_capacity(self, job: Job) -> np.ndarray:
+        """Per node, members of `job` that fit now by GPUs: whole GPUs // per member, or (a share)
+        the GPUs one slice fits on (a lower bound where several slices share one GPU)."""
+        if not self.sliced(job) or job.gpu_share.is_whole:
+            cap = self.free_gpus // job.gpus_per_member
+            mask = self.slices.model_mask(job.gpu_models) if self.slices is not None else None
+            return cap if mask is None else np.where(mask, cap, 0)
+        fit = self.slices.gpu_fits(job.gpu_share).sum(axis=1)
+        mask = self.slices.model_mask(job.gpu_models)
+        return fit if mask is None else np.where(mask, fit, 0)
+
+    def feasible_for(self, job: Job) -> np.ndarray:
+        """Up nodes where one member of `job` fits now, CPUs included."""
+        return self.member_nodes(job) & (self.free_cpus >= job.cpus_per_member) & self.up
+
+    def sliced(self, job: Job) -> bool:
+        """Whether `job` needs the slice-aware path (a share, or GPU models it accepts)."""
+        return self.slices is not None and bool(job.share or job.gpu_spec)
 
     def set_up(self, node: int, up: bool) -> None:
         if self.up[node] == up:

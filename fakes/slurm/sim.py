@@ -413,6 +413,8 @@ class SimSlurm(SlurmTraits, SimTarget):
     def _place(self, js: JobState, t: float, blocked: np.ndarray | None) -> list[int] | None:
         s = self.state
         g, c, m = js.job.gpus_per_member, js.job.cpus_per_member, js.job.members
+        if s.sliced(js.job):
+            return self._place_sliced(js, blocked)
         if not s.fits(m, g):
             return None
         if g >= s.gpn:
@@ -459,13 +461,34 @@ class SimSlurm(SlurmTraits, SimTarget):
             chosen.append(n)
         return chosen
 
+    def _place_sliced(self, js: JobState, blocked: np.ndarray | None) -> list[int] | None:
+        """A job of shards (gres/shard), a typed MIG GRES or a GPU model: cons_tres best fit, each
+        task on the node with the least free GPU capacity where its GRES fits."""
+        s, c = self.state, js.job.cpus_per_member
+        mask = s.feasible_for(js.job)
+        if blocked is not None:
+            mask &= ~blocked
+        cap = np.where(mask, s.member_capacity(js.job), 0)
+        cpus = s.free_cpus.copy()
+        free = s.slices.free_compute.sum(axis=1)
+        chosen: list[int] = []
+        for _ in range(js.job.members):
+            ok = np.flatnonzero((cap > 0) & (cpus >= c))
+            if not len(ok):
+                return None
+            n = int(ok[np.argmin(free[ok])])
+            cap[n] -= 1
+            cpus[n] -= c
+            chosen.append(n)
+        return chosen
+
     def _launch(self, js: JobState, nodes: list[int], t: float, by: str) -> tuple:
         """Allocate now (StartTime = t); the job is seen RUNNING when the locks are let go."""
         self._dequeue(js)
         end = t + self._limit(js)
         ends = self.node_jobs.setdefault(js.job.id, {})
         for n in nodes:
-            self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member)
+            self.state.take(js.job.id, n, js.job.gpus_per_member, js.job.cpus_per_member, js.job.gpu_share, "best")
             ends[n] = end
             self.on_node.setdefault(n, {})[js.job.id] = end
             self.node_end[n] = max(self.node_end[n], end)

@@ -396,6 +396,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             room = self.deserved.get(self._queue(js), 0.0) - self.q_alloc.get(self._queue(js), 0)
             todo = min(todo, max(0, int(math.floor(room / g + 1e-9))))
         short = js.job.min_available - e["placed"] if self.gang else 0      # tasks it needs now
+        if self.state.sliced(js.job):
+            return self._allocate_sliced(js, c, todo, short, bind_from)
         if short > 0 and (todo < short or not self.state.fits(short, g)):
             self._count("gang_discarded")
             return False
@@ -407,6 +409,10 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             return False
         for n in nodes:
             self.state.take(js.job.id, n, g, c)
+        return self._allocated(js, nodes, bind_from)
+
+    def _allocated(self, js: JobState, nodes: list[int], bind_from: float) -> bool:
+        e = js.extra
         e["placed"] += len(nodes)
         e["phase"] = "running"
         if e["placed"] >= js.job.members:
@@ -433,6 +439,38 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         self.inqueue[js.job.id] = js
         self._sync(js)
         self._changed(t)
+
+    def _allocate_sliced(self, js: JobState, c: int, todo: int, short: int, bind_from: float) -> bool:
+        """Tasks asking for a GPU slice (deviceshare / vGPU) or a GPU model: one at a time on the
+        node the node order prefers (binpack: the least free GPU capacity that fits; nodeorder
+        alone: the most), on the GPU deviceshare's policy picks (binpack: best fit; spread: the
+        emptiest); a gang that cannot reach minAvailable gives its tasks back (the statement is
+        discarded)."""
+        s = self.state
+        binpack = "binpack" in self.plugins
+        if short > 0 and todo < short:
+            self._count("gang_discarded")
+            return False
+        before = list(s.holdings.get(js.job.id, []))
+        nodes: list[int] = []
+        for _ in range(todo):
+            ok = np.flatnonzero(s.feasible_for(js.job))
+            if not len(ok):
+                break
+            free = s.slices.free_compute[ok].sum(axis=1)
+            level = free.min() if binpack else free.max()
+            best = ok[np.isclose(free, level)]
+            n = int(best[int(self.rng.integers(len(best)))]) if len(best) > 1 else int(best[0])
+            s.take(js.job.id, n, js.job.gpus_per_member, c, js.job.gpu_share, "best" if binpack else "worst")
+            nodes.append(n)
+        if (self.gang and js.extra["placed"] + len(nodes) < js.job.min_available) or not nodes:
+            if nodes:
+                s.give_back(js.job.id)
+                for node, gpus, cpus in before:
+                    s.take(js.job.id, node, gpus, cpus, js.job.gpu_share, "best" if binpack else "worst")
+                self._count("gang_discarded")
+            return False
+        return self._allocated(js, nodes, bind_from)
 
     def _action_backfill(self, t: float, bind_from: float) -> list:
         return []          # places BestEffort pods only

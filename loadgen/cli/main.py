@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 
-SUBCOMMANDS = ("run", "ceiling", "sweep", "report", "compare", "trace", "calibrate", "profile", "locust", "cluster")
+SUBCOMMANDS = ("run", "ceiling", "sweep", "frag", "report", "compare", "trace", "calibrate", "profile", "locust",
+               "cluster")
 
 
 def build_parser():

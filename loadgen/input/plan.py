@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from loadgen.input import chaos as chaos_mod
 from loadgen.input import limits
+from loadgen.input.pools import trace_path
 from loadgen.input.scenario import Scenario
 from loadgen.input.traces import compress, is_csv, load_trace
 from loadgen.input.workload import describe, generate
@@ -40,6 +41,7 @@ def workload_for(scenario: Scenario, trace: str | None = None) -> tuple[list[Job
     if path is None:
         jobs, info = generate(scenario)
         return jobs, info.as_dict()
+    path = trace_path(path)
     fleet = scenario.section("fleet")
     csv = is_csv(path)
     shares = any(p.sharing.mode == "fraction" for p in scenario.pools)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 from loadgen.input import files
@@ -14,7 +15,20 @@ from loadgen.model.errors import UserError
 from loadgen.model.fleet import NodePool
 from loadgen.model.gpushare import GpuShare, Sharing, fits_mode, gpu_model, parse_share
 
-OPENB_NODES = Path("../shared/traces/openb_node_list_gpu_node.csv")
+# The shared traces folder (read-only, CC BY 4.0): $GANGSTORM_TRACES, else ../shared/traces from the
+# working directory (the repository root of the main checkout).
+TRACES_ENV = "GANGSTORM_TRACES"
+OPENB_NODES = "openb_node_list_gpu_node.csv"
+OPENB_PODS = "openb_pod_list_default.csv"
+
+
+def shared_traces() -> Path:
+    return Path(os.environ.get(TRACES_ENV) or "../shared/traces")
+
+
+def trace_path(trace: str) -> str:
+    """workload.trace "openb" is the shared openb default pod list; anything else is a path."""
+    return str(shared_traces() / OPENB_PODS) if trace == "openb" else trace
 NODE_COLUMNS = {"sn", "gpu", "model"}
 MAX_NODE_LIST_BYTES = 64 * files.MIB
 
@@ -26,7 +40,7 @@ class PoolError(UserError):
 
 def node_list_path(nodes_from: str) -> Path:
     """"openb" is the shared openb node list; anything else is a path."""
-    return OPENB_NODES if nodes_from == "openb" else Path(nodes_from)
+    return shared_traces() / OPENB_NODES if nodes_from == "openb" else Path(nodes_from)
 
 
 def openb_node_pools(path: str | Path, gpus_per_node: int) -> tuple[NodePool, ...]:

@@ -129,6 +129,9 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
         "cost_per_million_gpu_hours": None if cpm is None else round(cpm, 2),
         "failure_reasons": _count(rec.reason.values()),
     }
+    sharing = gpu_sharing(in_window, cost, act["active_util"], tax["tax"])
+    if sharing is not None:
+        out["gpu_sharing"] = sharing
     backend_lat = rec.backend_admit - rec.submit
     if (~np.isnan(backend_lat)).any():
         out["admission_s_backend"] = latency_stats(backend_lat[~np.isnan(backend_lat)])
@@ -136,6 +139,43 @@ def summarize(rec: Recorder, total_gpus: int, end_t: float, window: tuple[float,
     if sent.any():
         out["generator_lateness_s"] = latency_stats((rec.sent - rec.submit)[sent])
     return out
+
+
+def gpu_sharing(samples: list, cost: dict, active_util: float | None, tax: float) -> dict | None:
+    """Slice-granular figures of a fleet with node pools (None without): time averages over the
+    window's samples of allocation (compute and memory share of the GPUs held), ATC '23
+    fragmentation and stranded capacity, each as a ratio of the GPU capacity, and the cost per
+    million GPU-hours with slices priced by compute share, by memory share and by the scenario's
+    cost.slice_memory_weight w: price / (charged allocation x active util) / (1 - tax) x 1e6, the
+    charged allocation being (1 - w) x compute + w x memory."""
+    rows = [s.gpu_sharing for s in samples if s.gpu_sharing]
+    if not rows:
+        return None
+    cap = np.array([r["capacity_gpus"] for r in rows], dtype=float)
+    cap = np.where(cap > 0, cap, np.nan)
+
+    def ratio(key: str) -> float:
+        v = np.array([r[key] for r in rows], dtype=float) / cap
+        return float(np.nanmean(v)) if np.isfinite(v).any() else 0.0
+
+    compute, memory = ratio("allocated_compute_gpus"), ratio("allocated_memory_gpus")
+    w = float(cost.get("slice_memory_weight", 0.0))
+
+    def cpm(alloc: float) -> float | None:
+        if not active_util:
+            return None
+        v = cost_per_million_gpu_hours(cost["gpu_hour_usd"], alloc, active_util, tax)
+        return None if v is None else round(v, 2)
+
+    charged = (1 - w) * compute + w * memory
+    return {"allocation_ratio": round(compute, 6), "allocation_ratio_memory": round(memory, 6),
+            "fragmentation_ratio": round(ratio("fragmented_gpus"), 6),
+            "stranded_ratio": round(ratio("stranded_gpus"), 6),
+            "whole_gpus_ratio": round(ratio("allocated_whole_gpus"), 6),
+            "slice_memory_weight": w, "charged_allocation_ratio": round(charged, 6),
+            "cost_per_million_gpu_hours": cpm(charged),
+            "cost_per_million_gpu_hours_by": {"compute": cpm(compute), "memory": cpm(memory)},
+            "samples": len(rows)}
 
 
 def _count(values) -> dict:

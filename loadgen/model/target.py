@@ -52,6 +52,11 @@ class Snapshot:
     partial_gangs: int
     running_jobs: int
     control_plane: dict[str, Any] = field(default_factory=dict)
+    # fleets with node pools only (GPU sharing), in GPUs: capacity_gpus, allocated_compute_gpus and
+    # allocated_memory_gpus (slices at their compute / memory share), fragmented_gpus (ATC '23:
+    # free capacity a task of the workload's shape mix cannot use), stranded_gpus (free capacity on
+    # partly used GPUs that no pending member can use)
+    gpu_sharing: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def render(summary: dict) -> str:
                          f"{fixed(a['p50'], 1)} / {fixed(a['p99'], 1)} / {fixed(a['p999'], 1)} ({a['count']:,})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += budget_lines(summary)
+    lines += sharing_lines(summary)
     placed = {n: s["placement"] for n, s in summary["schedulers"].items() if s.get("placement")}
     if placed:
         lines += ["", "Placement of multi-node gangs (first admission; GPU-hours over every run):", "",
@@ -106,6 +107,26 @@ def render(summary: dict) -> str:
               "failures) / GPU-hours allocated, measured in the run; "
               "cost = price / (alloc util x active util) / (1 - scheduling tax) x 1e6.", ""]
     return "\n".join(lines)
+
+
+def sharing_lines(summary: dict) -> list[str]:
+    """The GPU-sharing table (fleets with node pools): slice-granular allocation, ATC '23
+    fragmentation, stranded capacity and cost by slice price."""
+    shared = {n: s["gpu_sharing"] for n, s in summary["schedulers"].items() if s.get("gpu_sharing")}
+    if not shared:
+        return []
+    w = next(iter(shared.values()))["slice_memory_weight"]
+    lines = ["", "GPU sharing (slice granularity, time averages over the window; docs/gpu-sharing.md):", "",
+             "| scheduler | allocation (compute) | allocation (memory) | fragmentation (ATC '23) | stranded "
+             f"| $ per 1M GPU-h, slices by compute | by memory | at w={w:g} |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, g in shared.items():
+        by = g["cost_per_million_gpu_hours_by"]
+        lines.append(f"| {n} | {g['allocation_ratio'] * 100:.1f}% | {g['allocation_ratio_memory'] * 100:.1f}% "
+                     f"| {g['fragmentation_ratio'] * 100:.2f}% | {g['stranded_ratio'] * 100:.2f}% "
+                     f"| {fixed(by['compute'], 0)} | {fixed(by['memory'], 0)} "
+                     f"| {fixed(g['cost_per_million_gpu_hours'], 0)} |")
+    return lines
 
 
 REFUSALS_HEAD = "Jobs refused or failed (not in the admission figures; jobs.csv `reason` names each):"
