@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from loadgen.model.fleet import Fleet
-from loadgen.model.gpushare import MILLI, GpuLedger, GpuShare, Slot, parse_share
+from loadgen.model.gpushare import MILLI, GpuLedger, GpuShare, Slot, fits_mode, parse_share
 
 PICKS = ("first", "best", "worst")
 
@@ -55,6 +55,7 @@ class SliceState:
         self.allocated_compute = 0.0       # GPUs, slices at their compute share, whole GPUs at 1
         self.allocated_memory = 0.0
         self.capacity = float(self.exists.sum())
+        self._sizes: dict[GpuShare, float] = {}
 
     # --- questions ---------------------------------------------------------------------------
     def gpu_fits(self, share: GpuShare) -> np.ndarray:
@@ -84,6 +85,20 @@ class SliceState:
     def idle_whole(self) -> np.ndarray:
         """Idle GPUs per node that a whole-GPU member may take (0 on MIG nodes)."""
         return (self.idle & self.whole_ok).sum(axis=1).astype(np.int16)
+
+    def size_of(self, share: GpuShare) -> float:
+        """GPUs one slice of `share` takes by compute, on the first pool that can hold it (1 for a
+        whole GPU): what a scheduler's queue books count it as."""
+        if share.is_whole:
+            return 1.0
+        if share not in self._sizes:
+            size = 1.0
+            for pool in self.fleet.pools:
+                if fits_mode(share, pool.sharing) and (share.kind != "mig" or pool.model().mig_profile(share.profile)):
+                    size = share.compute_share(pool.model(), pool.sharing)
+                    break
+            self._sizes[share] = size
+        return self._sizes[share]
 
     # --- mutation ----------------------------------------------------------------------------
     def place(self, owner: int, node: int, share: GpuShare, pick: str = "first") -> int:

@@ -35,6 +35,7 @@ class ClusterState:
         self.holdings: dict[int, list[tuple[int, int, int]]] = {}   # owner -> [(node, gpus, cpus)]
         self.allocated = 0
         self.slices = SliceState(fleet) if fleet.pools else None
+        self.version = 0            # sliced fleets: bumped by every take and give_back (a cache key)
         if self.slices is not None:
             self.free_gpus = self.slices.idle_whole()
             self._hist = [0] * (self.gpn + 1)
@@ -78,6 +79,7 @@ class ClusterState:
         self.allocated += gpus
 
     def _take_sliced(self, owner: int, node: int, gpus: int, cpus: int, share: GpuShare | None, pick: str) -> None:
+        self.version += 1
         before = int(self.free_gpus[node])
         if share is None or share.is_whole:
             self.slices.take_whole(owner, node, gpus)
@@ -115,6 +117,7 @@ class ClusterState:
         return gone
 
     def _give_back_sliced(self, owner: int, node: int | None) -> list[tuple[int, int, int]]:
+        self.version += 1
         held = self.holdings.get(owner, [])
         keep, gone = [], []
         for h in held:
@@ -177,6 +180,7 @@ class ClusterState:
     def set_up(self, node: int, up: bool) -> None:
         if self.up[node] == up:
             return
+        self.version += 1
         free = int(self.free_gpus[node])
         self._hist[free] += 1 if up else -1
         self.up[node] = up

@@ -107,6 +107,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         self.session_timer = False
         self.idle_cost_s = (c["session_base_ms"] + c["session_per_node_us"] * self.fleet.nodes / 1000.0) / 1000.0
         self.dirty = True          # something changed since the last session's actions ran
+        self.no_fit: set = set()   # slice shapes that found no room at state version no_fit_at
+        self.no_fit_at = -1
         self.deserved: dict[str, float] = {}
         self.total = self._total()                   # GPUs of the nodes up, as the session saw them
         self.session_ms: list[float] = []
@@ -131,9 +133,15 @@ class SimVolcano(VolcanoTraits, KubeFamily):
     def _total(self) -> int:
         return int(self.state.up.sum()) * self.fleet.gpus_per_node
 
+    def _g(self, js: JobState) -> float:
+        """GPUs one task counts for in the queues' books: a slice at its compute share (a fleet with
+        node pools), else its whole GPUs."""
+        s = self.state
+        return s.slices.size_of(js.job.gpu_share) if s.sliced(js.job) else js.job.gpus_per_member
+
     def _sync(self, js: JobState) -> None:
         """Recompute what js contributes to its queue's books from its state."""
-        e, g, m = js.extra, js.job.gpus_per_member, js.job.min_available
+        e, g, m = js.extra, self._g(js), js.job.min_available
         live = not js.done and e["phase"] in ("inqueue", "running")
         new = (e["placed"] * g if live else 0,
                max(0, m - e["placed"]) * g if live else 0,
@@ -338,7 +346,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             elif p == "priority":
                 key.append(-js.job.priority)
             elif p == "drf":
-                key.append(js.extra["placed"] * js.job.gpus_per_member / max(self.total, 1))
+                key.append(js.extra["placed"] * self._g(js) / max(self.total, 1))
         return (*key, js.job.submit_s, js.job.id)
 
     # --- actions (each returns the PodGroup status updates it caused) -------------------------
@@ -348,7 +356,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         for jid in sorted(self.pending_pg, key=lambda j: self._job_order(self.pending_pg[j])):
             js = self.pending_pg[jid]
             q = self._queue(js)
-            need = js.job.min_available * js.job.gpus_per_member
+            need = js.job.min_available * self._g(js)
             if self.proportion:
                 used = need + self.q_alloc.get(q, 0) + self.q_inqueue.get(q, 0) - self.q_elastic.get(q, 0)
                 if used > min(self._capability(q), total):
@@ -390,7 +398,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
 
     def _allocate_job(self, js: JobState, bind_from: float) -> bool:
         e = js.extra
-        g, c = js.job.gpus_per_member, js.job.cpus_per_member
+        g, c = self._g(js), js.job.cpus_per_member
         todo = e["pods"] - e["placed"]
         if self.proportion:      # each task must keep its queue within deserved
             room = self.deserved.get(self._queue(js), 0.0) - self.q_alloc.get(self._queue(js), 0)
@@ -451,6 +459,9 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         if short > 0 and todo < short:
             self._count("gang_discarded")
             return False
+        shape = (js.job.share, js.job.gpus_per_member, js.job.gpu_spec, c)
+        if shape in self.no_fit and self.no_fit_at == self.state.version:
+            return False            # the same shape found no room this session, and nothing was placed since
         before = list(s.holdings.get(js.job.id, []))
         nodes: list[int] = []
         for _ in range(todo):
@@ -463,7 +474,12 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             n = int(best[int(self.rng.integers(len(best)))]) if len(best) > 1 else int(best[0])
             s.take(js.job.id, n, js.job.gpus_per_member, c, js.job.gpu_share, "best" if binpack else "worst")
             nodes.append(n)
-        if (self.gang and js.extra["placed"] + len(nodes) < js.job.min_available) or not nodes:
+        if not nodes:
+            if self.no_fit_at != self.state.version:
+                self.no_fit, self.no_fit_at = set(), self.state.version
+            self.no_fit.add(shape)
+            return False
+        if self.gang and js.extra["placed"] + len(nodes) < js.job.min_available:
             if nodes:
                 s.give_back(js.job.id)
                 for node, gpus, cpus in before:
