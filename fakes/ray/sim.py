@@ -61,6 +61,8 @@ class SimRay(RayTraits, SimTarget):
         self.wake_at: float | None = None
         self.spin: tuple | None = None   # (job, first failure, attempt cost) of a group retried back to back
         self.infeasible: dict[int, JobState] = {}
+        self.no_fit: set = set()               # sliced shapes that found no room at state version no_fit_at
+        self.no_fit_at = -1
         self.created = 0
         self.attempts = 0
         self.gcs_busy_s = 0.0                  # time the placement-group scheduler spent in attempts
@@ -285,7 +287,18 @@ class SimRay(RayTraits, SimTarget):
         """Where Schedule() (bundle_scheduling_policy.cc) puts `need` bundles, or None."""
         s = self.state
         if s.sliced(js.job):
-            return self._place_sliced(js, need)
+            # a shape that found no room at this state version finds none again (a model shortcut:
+            # the GCS still pays for the attempt in _cost); STRICT_SPREAD depends on the group's own nodes
+            key = (js.job.share, js.job.gpus_per_member, js.job.gpu_spec, js.job.cpus_per_member,
+                   self._strategy(js), need)
+            if key[4] != "STRICT_SPREAD" and self.no_fit_at == s.version and key in self.no_fit:
+                return None
+            nodes = self._place_sliced(js, need)
+            if nodes is None:
+                if self.no_fit_at != s.version:
+                    self.no_fit, self.no_fit_at = set(), s.version
+                self.no_fit.add(key)
+            return nodes
         g, c = js.job.gpus_per_member, js.job.cpus_per_member
         strategy = self._strategy(js)
         used = set(js.extra.get("nodes", []))

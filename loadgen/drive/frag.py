@@ -5,8 +5,10 @@ policies.
 As the paper does, tasks are drawn from the trace (with replacement, seeded) and arrive one after
 another without leaving, until the GPU they ask for reaches `max_load` (1.3) of the fleet's
 capacity; a task's ask is its GPUs, a fraction counting as its share (openb gpu_milli / 1000).
-Arrivals are `gap_s` virtual seconds apart, so every scheduler has placed (or parked) a task
-before the next one comes. At every `step` of arrived load the scheduler's state is sampled:
+Arrivals are `gap_s` (1) virtual second apart: every twin places (or parks) a task within
+milliseconds to a session or two, so at most a task or two is in flight at a sample (each ~0.01% of
+capacity); a longer gap only adds the retries of the parked tasks (Ray retries every pending group
+each second). At every `step` of arrived load the scheduler's state is sampled:
 allocation ratio (GPU capacity held, slices at their compute share, over capacity) and the ATC '23
 fragmentation ratio (free capacity a task of the trace's shape mix cannot use, over capacity;
 fakes/sim/slices.py). Only simulated schedulers: the real ones take the trace slice in their own
@@ -47,7 +49,7 @@ POLICIES: dict[str, dict[str, dict]] = {
 class FragSettings:
     max_load: float = 1.3
     step: float = 0.05
-    gap_s: float = 30.0
+    gap_s: float = 1.0
 
 
 def ask(job: Job) -> float:

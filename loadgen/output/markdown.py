@@ -117,12 +117,14 @@ def sharing_lines(summary: dict) -> list[str]:
         return []
     w = next(iter(shared.values()))["slice_memory_weight"]
     lines = ["", "GPU sharing (slice granularity, time averages over the window; docs/gpu-sharing.md):", "",
-             "| scheduler | allocation (compute) | allocation (memory) | fragmentation (ATC '23) | stranded "
+             "| scheduler (placement policy) | allocation (compute) | allocation (memory) | fragmentation (ATC '23) "
+             "| stranded "
              f"| $ per 1M GPU-h, slices by compute | by memory | at w={w:g} |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for n, g in shared.items():
         by = g["cost_per_million_gpu_hours_by"]
-        lines.append(f"| {n} | {g['allocation_ratio'] * 100:.1f}% | {g['allocation_ratio_memory'] * 100:.1f}% "
+        lines.append(f"| {n} ({g.get('placement_policy', '-')}) | {g['allocation_ratio'] * 100:.1f}% "
+                     f"| {g['allocation_ratio_memory'] * 100:.1f}% "
                      f"| {g['fragmentation_ratio'] * 100:.2f}% | {g['stranded_ratio'] * 100:.2f}% "
                      f"| {fixed(by['compute'], 0)} | {fixed(by['memory'], 0)} "
                      f"| {fixed(g['cost_per_million_gpu_hours'], 0)} |")

@@ -157,6 +157,7 @@ def render_run(data: RunData) -> str:
 
     body.append(_budgets_section(s, names, classes))
     body.append(_placement_section(s, names))
+    body.append(_sharing_section(s, names))
 
     # timeline
     scale = {n: float(s["schedulers"][n].get("time_scale") or 1.0) for n in names}
@@ -270,6 +271,29 @@ def _budgets_section(s: dict, names: list[str], classes: list[str]) -> str:
                "training step's activity less data-loader and checkpoint stalls. Cost uses it.</p>")
     out.append(_table(s, have, ACTIVITY_COLS))
     return "".join(out) + "</section>"
+
+
+SHARING_COLS = (("placement policy", "gpu_sharing.placement_policy"),
+                ("allocation (compute)", "gpu_sharing.allocation_ratio"),
+                ("allocation (memory)", "gpu_sharing.allocation_ratio_memory"),
+                ("fragmentation (ATC '23)", "gpu_sharing.fragmentation_ratio"),
+                ("stranded", "gpu_sharing.stranded_ratio"),
+                ("$ per 1M GPU-h, slices by compute", "gpu_sharing.cost_per_million_gpu_hours_by.compute"),
+                ("by memory", "gpu_sharing.cost_per_million_gpu_hours_by.memory"),
+                ("at slice_memory_weight", "gpu_sharing.cost_per_million_gpu_hours"))
+
+
+def _sharing_section(s: dict, names: list[str]) -> str:
+    """GPU sharing at slice granularity (runs on a fleet with node pools only)."""
+    have = [n for n in names if s["schedulers"][n].get("gpu_sharing")]
+    if not have:
+        return ""
+    return ('<section id="gpu-sharing"><h2>GPU sharing</h2><p>Time averages over the window, as fractions of '
+            "the fleet's GPU capacity: slices held at their compute and memory share; fragmentation as in "
+            "\"Beware of Fragmentation\" (USENIX ATC '23), free capacity a task of the arrived shape mix cannot use; "
+            "stranded, free capacity on partly used GPUs no pending member can use; cost with slices priced by "
+            "compute, by memory and at the scenario's weight (docs/gpu-sharing.md).</p>"
+            + _table(s, have, SHARING_COLS) + "</section>")
 
 
 def _placement_section(s: dict, names: list[str]) -> str:
