@@ -86,15 +86,18 @@ MIXED = {
     "seed": 3, "duration_h": 1, "drain_h": 0.5, "warmup_h": 0.1,
     "fleet": {"nodes": 24, "pools": {
         "train": {"fraction": 0.5}, "infer": {"fraction": 0.25, "sharing": "mig"},
-        "nb": {"fraction": 0.25, "gpu_model": "a100-80gb", "sharing": "fraction"}}},
+        "nb": {"fraction": 0.125, "gpu_model": "a100-80gb", "sharing": "fraction"},
+        "sh": {"fraction": 0.125, "gpu_model": "a100-40gb", "sharing": "shards", "shards_per_gpu": 4}}},
     "workload": {"target_allocation": 0.8, "classes": {
         "train": {"share": 0.2, "shapes": [{"members": 2, "gpus": 8}], "duration_s": {"median": 900}},
         "infer3g": {"share": 0.3, "shapes": [{"members": 1, "gpus": 1}], "duration_s": {"median": 300},
                     "gpu_share": "mig:3g.40gb"},
         "infer1g": {"share": 0.3, "shapes": [{"members": 2, "gpus": 1}], "duration_s": {"median": 300},
                     "gpu_share": "mig:1g.10gb"},
-        "nb": {"share": 0.2, "shapes": [{"members": 1, "gpus": 1}], "duration_s": {"median": 600},
-               "gpu_share": "milli:250"}}},
+        "nb": {"share": 0.1, "shapes": [{"members": 1, "gpus": 1}], "duration_s": {"median": 600},
+               "gpu_share": "milli:250"},
+        "sh": {"share": 0.1, "shapes": [{"members": 1, "gpus": 1}], "duration_s": {"median": 600},
+               "gpu_share": "shards:2"}}},
 }
 
 
@@ -111,7 +114,8 @@ def test_every_twin_places_slices_within_each_gpu_and_admits_every_kind(name, mo
     def checked(self, node, k):        # the real refresh, then a look at the GPU it refreshed
         original(self, node, k)
         led = self.ledgers[node][k]
-        assert 0 <= led.used_milli <= MILLI and led.free_compute() >= -1e-9
+        assert 0 <= led.used_milli <= MILLI and 0 <= led.used_shards <= led.sharing.shards_per_gpu
+        assert led.free_compute() >= -1e-9
         assert sum(led.model.mig_profile(p).compute for p, _, held in led.mig if held) <= 7
         seen.append(1)
 
@@ -119,7 +123,7 @@ def test_every_twin_places_slices_within_each_gpu_and_admits_every_kind(name, mo
     result, rec = run_one(sc, name, RunOptions(schedulers=[name]), plan, None)
     assert seen
     admitted = {c: v["admitted"] for c, v in result["by_class"].items()}
-    assert all(admitted[c] > 0 for c in ("train", "infer3g", "infer1g", "nb")), admitted
+    assert all(admitted[c] > 0 for c in ("train", "infer3g", "infer1g", "nb", "sh")), admitted
     g = result["gpu_sharing"]
     assert 0 < g["allocation_ratio"] <= 1 and 0 <= g["fragmentation_ratio"] <= 1
 
@@ -137,3 +141,18 @@ def test_the_frag_experiment_is_deterministic_and_allocation_never_exceeds_capac
         assert all(0 <= x <= 1 + 1e-9 for x in alloc) and alloc == sorted(alloc)
         assert run["points"][-1]["arrived_load"] >= 1.3
         assert run["points"][4]["allocation_ratio"] == pytest.approx(run["points"][4]["arrived_load"], abs=0.02)
+
+
+def test_a_fixed_mig_layout_advertises_its_instances_and_hands_out_only_them():
+    layout = Sharing("mig", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
+    f = fleet(NodePool("infer", 2, "h100-80gb", layout, 1), gpn=1)
+    assert f.pool(0).sharing.per_gpu(f.gpu_model_of(0)) == {"mig:3g.40gb": 1, "mig:2g.20gb": 1, "mig:1g.10gb": 2}
+    s = SliceState(f)
+    one = parse_share("mig:1g.10gb")
+    assert list(s.node_fits(parse_share("mig:1g.20gb"))) == [False, False]     # not in the layout
+    for owner in (1, 2, 3, 4):
+        s.place(owner, 0 if owner < 3 else 1, one)
+    assert list(s.node_fits(one)) == [False, False] and list(s.node_fits(parse_share("mig:3g.40gb"))) == [True, True]
+    assert s.allocated_compute == pytest.approx(4 / 7) and s.allocated_memory == pytest.approx(4 / 8)
+    s.give_back(2)
+    assert list(s.node_fits(one)) == [True, False]
