@@ -223,7 +223,7 @@ def _run_one(scenario: Scenario, name: str, opts: RunOptions, plan: RunPlan, sto
     target = Lifecycle(cls(ctx), ctx.startup, plan.fleet, scenario.seed)
     jobs = [scaled_job(j, scale) for j in plan.jobs] if wall else plan.jobs
     chaos = scaled_chaos(plan.chaos, scale) if wall else plan.chaos
-    rec = Recorder(jobs, ctx.startup.activity)
+    rec = Recorder(jobs, ctx.startup.activity, plan.fleet.pools)
     if wall and opts.exposed is not None:
         opts.exposed.publisher.attach(name, rec)
     prom = scraped = None

@@ -25,7 +25,7 @@ def quality(rec: Recorder, fleet: Fleet) -> dict:
     for i, nodes, seconds in rec.runs:
         if len(nodes) < 2:
             continue
-        gpu_s = seconds * int(rec.members[i]) * int(rec.gpm[i])
+        gpu_s = seconds * int(rec.members[i]) * rec.gpm[i].item()
         if len(set(leaf[list(nodes)].tolist())) > 1:
             cross_leaf += gpu_s
         if len(set(spine[list(nodes)].tolist())) > 1:

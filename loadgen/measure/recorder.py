@@ -15,12 +15,17 @@ from loadgen.model.target import Snapshot
 
 
 class Recorder:
-    def __init__(self, jobs: list[Job], activity_spec: ActivitySpec | None = None):
+    def __init__(self, jobs: list[Job], activity_spec: ActivitySpec | None = None, pools: tuple = ()):
         self.jobs = jobs
         self.index = {j.id: i for i, j in enumerate(jobs)}
         n = len(jobs)
         self.submit = np.array([j.submit_s for j in jobs], dtype=float)
+        # GPUs per member; on a fleet with node pools a slice counts at its compute share (a float)
         self.gpm = np.array([j.gpus_per_member for j in jobs], dtype=np.int64)
+        if pools and any(j.share for j in jobs):
+            from loadgen.input.workload import slice_size
+            sizes = {s: slice_size(s, pools) for s in {j.share for j in jobs}}
+            self.gpm = np.array([j.gpus_per_member * sizes[j.share] for j in jobs], dtype=float)
         self.members = np.array([j.members for j in jobs], dtype=np.int64)
         self.sent = np.full(n, np.nan)         # when the client actually submitted (wall runs)
         self.accepted = np.zeros(n, dtype=bool)
@@ -85,7 +90,7 @@ class Recorder:
         self.t = t
 
     def _set_bound(self, i: int, bound: int, admitted: bool) -> None:
-        gpm = int(self.gpm[i])
+        gpm = self.gpm[i].item()
         old_held = int(self.bound[i]) * gpm
         old_partial = old_held if not self.admitted_now[i] else 0
         self.bound[i] = bound
@@ -140,7 +145,7 @@ class Recorder:
                 self.evictions[i] += 1
                 self._end_run(i, e.t)
                 if not np.isnan(self.run_start[i]):
-                    self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * int(self.gpm[i])
+                    self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * self.gpm[i].item()
                     self.run_start[i] = np.nan
                 self._set_bound(i, e.members, False)
             elif k is Kind.REQUEUED:
@@ -159,7 +164,7 @@ class Recorder:
         and the SM-active GPU-seconds of its training)."""
         since = self.train_since[i]
         if not np.isnan(since):
-            gpus = int(self.members[i]) * int(self.gpm[i])
+            gpus = int(self.members[i]) * self.gpm[i].item()
             self.active_gpu_s += gpus * activity.seconds(self.activity, since, since, t)
             lo, hi = self.window
             self.active_gpu_s_window += gpus * activity.seconds(self.activity, since, max(since, lo), min(t, hi))
