@@ -156,3 +156,17 @@ def test_a_fixed_mig_layout_advertises_its_instances_and_hands_out_only_them():
     assert s.allocated_compute == pytest.approx(4 / 7) and s.allocated_memory == pytest.approx(4 / 8)
     s.give_back(2)
     assert list(s.node_fits(one)) == [True, False]
+
+
+def test_gpu_spec_keeps_a_member_to_the_models_it_names():
+    from loadgen.model.job import Job
+    state = ClusterState(fleet(NodePool("t4", 2, "t4", Sharing("fraction"), 2),
+                               NodePool("v100", 2, "v100m16", Sharing("fraction"), 2), gpn=2))
+
+    def job(share: str, spec: str) -> Job:
+        return Job(1, "t", "q", "c", 1, 1, 60.0, 0.0, 1, share=share, gpu_spec=spec)
+
+    assert list(state.member_nodes(job("milli:500", "v100m16"))) == [False, False, True, True]
+    assert list(state.member_nodes(job("", "t4|v100m16"))) == [True, True, True, True]
+    assert list(state.member_nodes(job("", "t4"))) == [True, True, False, False]
+    assert list(state.member_capacity(job("milli:500", "v100m16"))) == [0, 0, 2, 2]
