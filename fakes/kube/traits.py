@@ -17,6 +17,15 @@ class KubeTraits:
                 "note": "kube-scheduler has no switch topology; NodeResourcesFit scoring decides where members land"}
 
     @classmethod
+    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """NodeResourcesFit's scoring strategy: LeastAllocated spreads, MostAllocated packs."""
+        return {"least-allocated": {"scoring": "least_allocated"}, "most-allocated": {"scoring": "most_allocated"}}
+
+    @classmethod
+    def placement_policy(cls, cfg: dict[str, Any]) -> str:
+        return str(cfg.get("scoring", "least_allocated")).replace("_", "-")
+
+    @classmethod
     def prometheus_queries(cls, window: str) -> dict[str, str]:
         return {
             # the seed's harness query, over the run instead of the last five minutes

@@ -43,3 +43,12 @@ class KueueTraits:
                 "note": "Kueue TAS over the spine/leaf/hostname labels: a multi-member gang "
                         + ("must fit in one leaf" if mode == "required" else
                            "prefers one leaf" if mode == "preferred" else "is placed by kube-scheduler alone")}
+
+    @classmethod
+    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """NodeResourcesFit's scoring strategy: LeastAllocated spreads, MostAllocated packs."""
+        return {"least-allocated": {"scoring": "least_allocated"}, "most-allocated": {"scoring": "most_allocated"}}
+
+    @classmethod
+    def placement_policy(cls, cfg: dict[str, Any]) -> str:
+        return str(cfg.get("scoring", "least_allocated")).replace("_", "-")

@@ -14,5 +14,14 @@ class RayTraits:
                 "note": "placement groups know nodes, not switches"}
 
     @classmethod
+    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Placement-group strategies, for groups of one bundle and of several alike."""
+        return {s.lower(): {"single_node_strategy": s, "multi_node_strategy": s} for s in ("PACK", "SPREAD")}
+
+    @classmethod
+    def placement_policy(cls, cfg: dict[str, Any]) -> str:
+        return f"{cfg.get('single_node_strategy')}/{cfg.get('multi_node_strategy')}"
+
+    @classmethod
     def fleet_kind(cls, cfg: dict[str, Any]) -> str:
         return "fakelets" if cfg.get("nodes") == "fakelet" else ""

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
         description="Draw tasks from the scenario's trace until they ask for --max-load of the fleet's GPUs; "
                     "they never leave. Writes frag.json, frag.md and report.html.")
     p.add_argument("scenario")
-    p.add_argument("--schedulers", help="comma-separated subset of kube,volcano,ray,slurm (default: the four)")
+    p.add_argument("--schedulers", help="comma-separated schedulers (default: the scenario's schedulers_enabled)")
     add_overrides(p, "seed")
     p.add_argument("--max-load", dest="max_load", type=positive_float, default=1.3,
                    help="arrived GPU ask, as a share of capacity, to stop at (default 1.3)")
@@ -26,11 +26,11 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from loadgen.drive.frag import POLICIES, FragSettings, experiment
+    from loadgen.drive.frag import FragSettings, experiment
     from loadgen.output import frag as out_frag
     from loadgen.output.storage import atomic_write, check_out_dir
     sc = scenario_from(args, {})
-    names = parse_schedulers(args.schedulers, sc) if args.schedulers else list(POLICIES)
+    names = parse_schedulers(args.schedulers, sc)
     out = Path(args.out) if args.out else Path("results") / f"{sc.name}-frag"
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -31,18 +31,12 @@ from loadgen.model.target import TargetContext
 
 FOREVER_S = 300 * 86400.0     # a task never leaves during the experiment
 
-# Each scheduler's placement policies: the scenario keys that select them (schema names).
-VOLCANO_PLUGINS = ["gang", "priority", "proportion", "drf", "predicates", "nodeorder"]
-POLICIES: dict[str, dict[str, dict]] = {
-    "kube": {"least-allocated": {"schedulers.kube.scoring": "least_allocated"},
-             "most-allocated": {"schedulers.kube.scoring": "most_allocated"}},
-    "volcano": {"binpack": {"schedulers.volcano.plugins": [*VOLCANO_PLUGINS, "binpack"]},
-                "nodeorder": {"schedulers.volcano.plugins": VOLCANO_PLUGINS}},
-    "ray": {"pack": {"schedulers.ray.single_node_strategy": "PACK", "schedulers.ray.multi_node_strategy": "PACK"},
-            "spread": {"schedulers.ray.single_node_strategy": "SPREAD",
-                       "schedulers.ray.multi_node_strategy": "SPREAD"}},
-    "slurm": {"best-fit": {}},
-}
+
+
+def policies(scenario: Scenario, name: str) -> dict[str, dict]:
+    """The scheduler's placement policies (its target declares them) as scenario overrides."""
+    offered = target_class(name, "sim").placement_policies(scenario.scheduler_config(name))
+    return {p: {f"schedulers.{name}.{k}": v for k, v in keys.items()} for p, keys in offered.items()}
 
 
 @dataclass(frozen=True)
@@ -78,7 +72,8 @@ def arrivals(scenario: Scenario, capacity: float, settings: FragSettings) -> lis
 def run_policy(scenario: Scenario, name: str, policy: str, jobs: list[Job], settings: FragSettings,
                capacity: float) -> dict:
     """One scheduler under one policy: the curve of allocation and fragmentation against arrived load."""
-    sc = scenario.with_overrides(**POLICIES[name][policy]) if POLICIES[name][policy] else scenario
+    keys = policies(scenario, name)[policy]
+    sc = scenario.with_overrides(**keys) if keys else scenario
     fleet = sc.fleet()
     ctx = TargetContext(fleet=fleet, config=sc.scheduler_config(name), control_plane=sc.section("control_plane"),
                         seed=sc.seed, startup=StartupSpec.off())
@@ -116,9 +111,6 @@ def run_policy(scenario: Scenario, name: str, policy: str, jobs: list[Job], sett
 
 def experiment(scenario: Scenario, names: list[str], settings: FragSettings, progress=None) -> dict:
     """Every scheduler in `names` under each of its policies, on the same arrivals."""
-    unknown = [n for n in names if n not in POLICIES]
-    if unknown:
-        raise UserError(f"--schedulers: the frag experiment runs {', '.join(POLICIES)}; got {unknown[0]!r}")
     if not scenario.pools:
         raise UserError(f"{scenario.path}: fleet: expected node pools (fleet.pools or fleet.nodes_from) for a "
                         "GPU-sharing experiment")
@@ -126,7 +118,7 @@ def experiment(scenario: Scenario, names: list[str], settings: FragSettings, pro
     jobs = arrivals(scenario, capacity, settings)
     runs = []
     for name in names:
-        for policy in POLICIES[name]:
+        for policy in policies(scenario, name):
             if progress:
                 progress(name, policy)
             runs.append(run_policy(scenario, name, policy, jobs, settings, capacity))

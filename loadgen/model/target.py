@@ -135,6 +135,17 @@ class Target(ABC):
         return {}
 
     @classmethod
+    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The placement policies the scheduler offers (GPU sharing results name them): policy name ->
+        the settings of its scenario section that select it, starting from `cfg`."""
+        return {"default": {}}
+
+    @classmethod
+    def placement_policy(cls, cfg: dict[str, Any]) -> str:
+        """The name of the placement policy `cfg` selects (one of placement_policies' names)."""
+        return "default"
+
+    @classmethod
     def prometheus_queries(cls, window: str) -> dict[str, str]:
         """PromQL of the scheduler's own metrics over `window` (e.g. "300s"), beside gangstorm's."""
         return {}

@@ -58,17 +58,6 @@ def slo_met(result: dict[str, Any], slo: dict[str, Any]) -> bool:
                 and result["jobs"]["never_admitted"] <= 0.01 * max(result["jobs"]["submitted"], 1))
 
 
-def placement_policy(name: str, config: dict[str, Any]) -> str:
-    """The placement policy a scheduler's settings select, as the GPU-sharing results name it."""
-    if name in ("kube", "kube-gang", "coscheduling", "kueue"):
-        return str(config.get("scoring", "least_allocated")).replace("_", "-")
-    if name == "volcano":
-        return "binpack" if "binpack" in config.get("plugins", ()) else "nodeorder"
-    if name == "ray":
-        return f"{config.get('single_node_strategy')}/{config.get('multi_node_strategy')}"
-    return "best-fit"           # slurm: select/cons_tres
-
-
 def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str, end_s: float,
                      fleet: Fleet, control_plane: dict[str, Any]) -> dict[str, Any]:
     out = {"backend": backend,
@@ -76,7 +65,8 @@ def scheduler_result(rec: Recorder, scenario: Scenario, name: str, backend: str,
     out["placement"] = placement.quality(rec, fleet)
     out["topology"] = target_class(name, backend).topology(scenario.scheduler_config(name))
     if "gpu_sharing" in out:
-        out["gpu_sharing"]["placement_policy"] = placement_policy(name, scenario.scheduler_config(name))
+        policy = target_class(name, backend).placement_policy(scenario.scheduler_config(name))
+        out["gpu_sharing"]["placement_policy"] = policy
     out["control_plane"] = control_plane
     out["chaos_applied"] = chaos_counts(rec.chaos_log)
     out["end_s"] = round(end_s, 3)
