@@ -19,17 +19,20 @@ from typing import Any
 
 from fakes.ray.detached import run_detached
 from fakes.ray.fleet import RayFleet
-from loadgen.model.fleet import Fleet
+from loadgen.model.fleet import Fleet, NodePool
 
 
 def fleet_fields(fleet: Fleet) -> dict[str, Any]:
     """The Fleet model as JSON (what hold.py rebuilds it from)."""
-    return {f.name: getattr(fleet, f.name) for f in fields(Fleet) if f.init}
+    out = {f.name: getattr(fleet, f.name) for f in fields(Fleet) if f.init}
+    out["pools"] = [p.to_dict() for p in fleet.pools]
+    return out
 
 
 def fleet_from(spec: dict[str, Any]) -> Fleet:
     model = dict(spec)
     model["gpu_models"] = tuple(tuple(m) for m in model["gpu_models"])
+    model["pools"] = tuple(NodePool.from_dict(p) for p in model.get("pools") or ())
     return Fleet(**model)
 
 
