@@ -110,12 +110,20 @@ class SliceState:
         else:
             left = self.free_compute[node, fits]
             k = int(fits[np.argmin(left)] if pick == "best" else fits[np.argmax(left)])
-        slot = self.ledgers[node][k].place(share)
+        slot = self.place_at(owner, node, k, share)
         assert slot is not None
+        return k
+
+    def place_at(self, owner: int, node: int, k: int, share: GpuShare, start: int | None = None) -> Slot | None:
+        """Put one member of `share` on GPU `k` of `node` (a MIG instance at memory slice `start`,
+        if given), as a real scheduler reported it; None, and nothing held, if it does not fit there."""
+        slot = self.ledgers[node][k].place(share, start=start)
+        if slot is None:
+            return None
         self.holdings.setdefault(owner, []).append((node, k, slot))
         self._account(node, k, slot, +1)
         self._refresh(node, k)
-        return k
+        return slot
 
     def take_whole(self, owner: int, node: int, gpus: int) -> list[int]:
         """`gpus` idle GPUs of `node` for a whole-GPU member, lowest index first."""
