@@ -2,6 +2,7 @@
 (fakes/volcano/vgpu.py): exact strings and numbers, no cluster."""
 from __future__ import annotations
 
+import numpy as np
 import yaml
 
 from fakes.volcano import vgpu
@@ -60,20 +61,26 @@ def test_assignment_annotation_is_read_back_per_gpu():
 def test_placed_slices_accounting_and_overcommit():
     fleet = fraction_fleet()
     book = vgpu.PlacedSlices(fleet, {fleet.node_name(i): i for i in range(fleet.nodes)})
-    assert book.capacity == 4
+    assert book.vgpu_gpus == 4 and book.state.capacity == 8
     share = parse_share("milli:470")
     on = "GPU-gpu-00001-001,NVIDIA,11550,47:"
     assert book.hold("a", "pa", "gpu-00001", on, share)
     assert book.hold("b", "pb", "gpu-00001", on, share)
     assert not book.hold("c", "pc", "gpu-00001", "", share)               # no assignment yet
-    assert book.hold("c", "pc", "gpu-00001", on, share)                   # 1410 milli on one GPU
+    assert book.hold("c", "pc", "gpu-00001", on, share)                   # 1410 milli on one GPU: refused
     f = book.figures()
-    assert (f["slices_held"], f["overcommitted"], f["allocated_gpus"]) == (3, 1, 0.94)
-    assert f["allocation_ratio"] == 0.235 and f["mismatched"] == 0
+    assert (f["slices_held"], f["overcommitted"], f["allocated_gpus"]) == (2, 1, 0.94)
+    assert f["allocation_ratio"] == 0.1175 and f["mismatched"] == 0
+    assert book.hold("w", "pw", "gpu-00000", "", parse_share(""), 3)       # whole GPUs on the whole pool
+    assert book.used_whole().tolist() == [3, 0, 0]
+    sample = book.sample({("milli:470", 1, ""): 1.0}, set(), np.ones(3, dtype=bool))
+    assert (sample["capacity_gpus"], sample["allocated_compute_gpus"], sample["allocated_whole_gpus"]) == (8.0, 3.94, 3)
+    book.release("w")
     book.release("a")
     book.release("c")
     assert book.figures()["allocated_gpus"] == 0.47
-    assert book.placements == [("pa", 1, 1, "milli:470"), ("pb", 1, 1, "milli:470"), ("pc", 1, 1, "milli:470")]
+    assert book.placements == [("pa", 1, 1, "milli:470"), ("pb", 1, 1, "milli:470"), ("pc", 1, 1, "milli:470"),
+                               ("pw", 0, 0, ""), ("pw", 0, 1, ""), ("pw", 0, 2, "")]
 
 
 def test_scheduler_conf_with_vgpu_turns_on_deviceshare():

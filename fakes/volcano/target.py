@@ -21,9 +21,12 @@ import json
 import re
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
@@ -35,7 +38,7 @@ from fakes.volcano.metrics import controller_figures, scheduler_figures
 from fakes.volcano.traits import VolcanoTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
+from loadgen.model.target import RUN_LABEL, ClusterRefused, Snapshot, TargetContext
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 SCHED_GROUP, SCHED_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -73,6 +76,7 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         # whole GPUs go through vGPU only when no pool hands them out as nvidia.com/gpu
         self.whole_by_vgpu = self.vgpu and all(p.sharing.mode == "fraction" for p in self.fleet.pools)
         self.slices: vgpu.PlacedSlices | None = None
+        self.shapes: dict[tuple[str, int, str], float] = {}
         self.handshake: vgpu.Handshake | None = None
 
     def start(self) -> None:
@@ -135,8 +139,32 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
             return
         gang = self.gangs.get(pod.job)
         job = gang.job if gang is not None else self.expected.get(pod.job)
-        if job is not None and pod.devices:
-            self.slices.hold(pod.uid, pod.name, pod.node, pod.devices, job.gpu_share)
+        if job is not None and gang is not None and pod.uid not in gang.retired:
+            self.slices.hold(pod.uid, pod.name, pod.node, pod.devices, job.gpu_share, job.gpus_per_member)
+
+    def used_per_node(self) -> np.ndarray:
+        """With vGPU: whole GPUs held only; a slice is counted in gpu_sharing, as the twins count."""
+        return super().used_per_node() if self.slices is None else self.slices.used_whole()
+
+    def free_per_node(self) -> np.ndarray:
+        """With vGPU: idle GPUs a whole-GPU member may take, as the twins see them."""
+        if self.slices is None:
+            return super().free_per_node()
+        free = self.slices.state.idle_whole().astype(np.int64)
+        if self.down:
+            free[sorted(self.down)] = 0
+        return free
+
+    def snapshot(self, now: float) -> Snapshot:
+        snap = super().snapshot(now)
+        if self.slices is None:
+            return snap
+        up = np.ones(self.fleet.nodes, dtype=bool)
+        if self.down:
+            up[sorted(self.down)] = False
+        pending = {(g.job.share, g.job.gpus_per_member, g.job.gpu_spec) for g in self.gangs.values()
+                   if g.admitted_t is None}
+        return replace(snap, gpu_sharing=self.slices.sample(self.shapes, pending, up))
 
     def live_control_plane(self) -> dict[str, Any]:
         return {"gpu_slices": self.slices.figures()} if self.slices is not None else {}
@@ -269,6 +297,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
                 self.custom.create_cluster_custom_object, SCHED_GROUP, SCHED_VERSION, "queues", self.queue_body(job, q),
                 _request_timeout=TIMEOUT))
         self.gangs[job.id] = Gang(job)
+        shape = (job.share, job.gpus_per_member, job.gpu_spec)    # the arrived workload (ATC '23 fragmentation)
+        self.shapes[shape] = self.shapes.get(shape, 0.0) + 1.0
         self.pool.submit(self._create_job, job.id, self.vcjob(job, q), self.queues[q])
         self._emit(now, job.id, Kind.SUBMITTED)
         return self._take()

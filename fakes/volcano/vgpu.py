@@ -36,8 +36,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from fakes.sim.slices import SliceState
 from loadgen.model.fleet import Fleet
-from loadgen.model.gpushare import MILLI, GpuLedger, GpuModel, GpuShare, parse_share
+from loadgen.model.gpushare import MILLI, GpuModel, GpuShare, parse_share
 
 NUMBER, MEMORY, CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"
 REGISTER, HANDSHAKE = "volcano.sh/node-vgpu-register", "volcano.sh/node-vgpu-handshake"
@@ -158,60 +161,75 @@ class Handshake:
 
 
 class PlacedSlices:
-    """Where vc-scheduler put each slice, read back from the pods' volcano.sh/vgpu-ids-new: one
-    GpuLedger per GPU of the vGPU nodes, filled as pods start holding and emptied as they stop.
+    """Where vc-scheduler put each slice, read back from the pods' volcano.sh/vgpu-ids-new and
+    accounted on exactly that GPU of the twins' slice state (fakes/sim/slices.py SliceState), so
+    a real run's allocation, fragmentation and stranded capacity are measured as the twins' are.
+    Whole-GPU pods on nodes outside the fraction pools take idle GPUs of their node.
 
-    A placement the ledger refuses (the scheduler put more on a GPU than it holds) is kept aside
-    and counted in `overcommitted`, never silently dropped."""
+    A placement the ledger refuses (the scheduler put more on a GPU than it holds) holds nothing
+    and is counted in `overcommitted`, never silently dropped."""
 
     def __init__(self, fleet: Fleet, node_index: dict[str, int]):
         self.fleet, self.node_index = fleet, node_index
-        self.ledgers: dict[int, list[GpuLedger]] = {
-            i: [GpuLedger(fleet.gpu_model_of(i), fleet.sharing_of(i)) for _ in range(int(fleet.gpus_of[i]))]
-            for i in range(fleet.nodes) if vgpu_node(fleet, i)}
-        self.capacity = sum(len(v) for v in self.ledgers.values())
-        self.held: dict[str, list[tuple[int, int, Any]]] = {}     # pod uid -> [(node, gpu, Slot or None)]
+        self.state = SliceState(fleet)
+        self.vgpu_gpus = sum(int(fleet.gpus_of[i]) for i in range(fleet.nodes) if vgpu_node(fleet, i))
+        self.owner: dict[str, int] = {}                           # pod uid -> owner id in the state
         self.placements: list[tuple[str, int, int, str]] = []     # (pod name, node, gpu, share) in bind order
-        self.allocated = 0.0            # GPUs held, slices at their compute share
         self.peak = 0.0
         self.overcommitted = 0
         self.mismatched = 0             # the annotation's cores differ from what the share asked for
 
-    def hold(self, uid: str, name: str, node: str, text: str, share: GpuShare) -> bool:
-        """Record pod `uid` on `node` as its assignment `text` says; False while it has none yet."""
-        if uid in self.held:
+    def hold(self, uid: str, name: str, node: str, text: str, share: GpuShare, gpus: int = 1) -> bool:
+        """Record pod `uid` on `node` as its assignment `text` says (a vGPU node) or on idle GPUs
+        (a whole-GPU node); False while a vGPU pod carries no assignment yet."""
+        if uid in self.owner:
             return True
         i = self.node_index.get(node)
-        devices = assigned(text) if text else []
-        if i is None or i not in self.ledgers or not devices:
+        if i is None:
             return False
-        slots = []
+        owner = self.owner[uid] = len(self.owner) + 1
+        if not vgpu_node(self.fleet, i):
+            for k in self.state.take_whole(owner, i, gpus):
+                self.placements.append((name, i, k, ""))
+            return True
+        devices = assigned(text) if text else []
+        if not devices:
+            del self.owner[uid]
+            return False
+        one = share if share.kind == "milli" else parse_share("")
+        want = requests(one, 1, 0)[CORES]
         for k, _, cores in devices:
-            want = requests(share, 1, 0)[CORES] if share.kind == "milli" else str(FULL_CORES)
-            if str(cores) != want:
-                self.mismatched += 1
-            one = share if share.kind == "milli" else parse_share("")
-            slot = self.ledgers[i][k].place(one)
-            if slot is None:
+            self.mismatched += str(cores) != want
+            if self.state.place_at(owner, i, k, one) is None:
                 self.overcommitted += 1
-            else:
-                self.allocated += one.compute_share(self.ledgers[i][k].model)
-            slots.append((i, k, slot))
             self.placements.append((name, i, k, one.text))
-        self.held[uid] = slots
-        self.peak = max(self.peak, self.allocated)
+        self.peak = max(self.peak, self.state.allocated_compute)
         return True
 
     def release(self, uid: str) -> None:
-        for i, k, slot in self.held.pop(uid, ()):
-            if slot is not None:
-                ledger = self.ledgers[i][k]
-                self.allocated -= slot.share.compute_share(ledger.model)
-                ledger.release(slot)
+        owner = self.owner.pop(uid, None)
+        if owner is not None:
+            self.state.give_back(owner)
+
+    def used_whole(self) -> np.ndarray:
+        """Whole GPUs held per node (a slice is counted in gpu_sharing, as the twins count)."""
+        used = np.zeros(self.fleet.nodes, dtype=np.int64)
+        for held in self.state.holdings.values():
+            for n, _k, slot in held:
+                used[n] += slot.share.is_whole
+        return used
+
+    def sample(self, shapes: dict, pending: set, up: np.ndarray) -> dict[str, float]:
+        """What a snapshot carries (Snapshot.gpu_sharing), as the twins' fakes/sim/base.py does."""
+        figures = self.state.figures(shapes, pending, up)
+        figures["allocated_whole_gpus"] = int(self.used_whole().sum())
+        return figures
 
     def figures(self) -> dict[str, Any]:
-        cap = self.capacity or 1
-        return {"vgpu_gpus": self.capacity, "slices_held": sum(len(v) for v in self.held.values()),
-                "slices_placed": len(self.placements), "allocated_gpus": round(self.allocated, 6),
-                "allocation_ratio": round(self.allocated / cap, 6), "peak_allocation_ratio": round(self.peak / cap, 6),
+        cap = self.state.capacity or 1.0
+        return {"vgpu_gpus": self.vgpu_gpus, "slices_held": sum(len(v) for v in self.state.holdings.values()),
+                "slices_placed": len(self.placements),
+                "allocated_gpus": round(self.state.allocated_compute, 6),
+                "allocation_ratio": round(self.state.allocated_compute / cap, 6),
+                "peak_allocation_ratio": round(self.peak / cap, 6),
                 "overcommitted": self.overcommitted, "mismatched": self.mismatched}
