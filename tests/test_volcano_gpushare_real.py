@@ -58,7 +58,7 @@ def test_milli_shares_land_on_gpus_and_never_exceed_one(volcano):
     # One by one, each after the last is bound: 600 milli each, so no two share a GPU.
     for i in range(1, 5):
         d.submit(share_job(i, "milli:600", d.now()))
-        d.until(lambda: d.of(i, Kind.ADMITTED), 30, f"share job {i} admitted")
+        d.until(lambda i=i: d.of(i, Kind.ADMITTED), 30, f"share job {i} admitted")
     d.until(lambda: len(target.slices.placements) == 4, 10, "four assignments read back")
     assert sorted(milli_on_gpu(target)) == [(0, 0), (0, 1), (1, 0), (1, 1)], target.slices.placements
     # binpack fills a node before the next, and the plugin walks a node's GPUs from the highest index

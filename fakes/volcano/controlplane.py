@@ -18,8 +18,8 @@ import yaml
 
 from fakes.kube import crds
 from fakes.kube.cluster import Component, KubeCluster, default_bin_dir
-from fakes.volcano import incluster
 from fakes.real.procs import LOOPBACK, free_port
+from fakes.volcano import incluster
 
 VOLCANO_VERSION = os.environ.get("VOLCANO_VERSION", "v1.14.1")
 HOW_TO_BUILD = "run `make volcano-bins` (builds Volcano from the volcano.sh/volcano Go module)"
@@ -91,9 +91,10 @@ def _plugin(name: str, config: dict[str, Any], vgpu: bool = False) -> dict[str, 
                           **{f"binpack.resources.{r}": weight for r in res}}
     if name == "deviceshare":
         policy = gpu_policy(config)
+        weight = int(config.get("vgpu_weight", 10) or 10)
         p["arguments"] = {"deviceshare.VGPUEnable": True,
-                          **({"deviceshare.SchedulePolicy": policy,
-                              "deviceshare.ScheduleWeight": int(config.get("vgpu_weight", 10) or 10)} if policy else {})}
+                          **({"deviceshare.SchedulePolicy": policy, "deviceshare.ScheduleWeight": weight}
+                             if policy else {})}
     return p
 
 

@@ -2,7 +2,8 @@
 time scale, loadgen/calibration/twin.py), timed by a calibration profile, so its admission is in
 the same wall seconds as the real run's. Writes <out>/summary.json (the scheduler's summary).
 
-    PYTHONPATH=$PWD python results/gpushare/volcano/twin.py --time-scale 1000 --profile local --out results/gpushare/volcano/twin-local
+    PYTHONPATH=$PWD python results/gpushare/volcano/twin.py --time-scale 1000 --profile local \
+        --out results/gpushare/volcano/twin-local
 """
 import argparse
 import json
