@@ -22,6 +22,9 @@ COMPLETE_AFTER = "gangstorm.io/complete-after"   # read by kwok-config/stages.ya
 # set READY_AFTER (a Go duration from the image-cache model); stage pod-ready-after then makes it
 # Running and Ready after that delay. Pods without STARTUP are Ready at once (stage pod-ready).
 STARTUP, READY_AFTER = "gangstorm.io/startup", "gangstorm.io/ready-after"
+# The device-level choice a scheduler writes on the pod before binding it (Volcano's deviceshare
+# plugin: which GPUs of the node, with how much memory and cores each; fakes/volcano/vgpu.py).
+DEVICES = "volcano.sh/vgpu-ids-new"
 
 
 def label_value(text: str) -> str:
@@ -63,6 +66,7 @@ class PodView:
     gpus: int
     deleting: bool
     ready: bool = False      # condition Ready is True (KWOK's pod-ready stages set it)
+    devices: str = ""        # the DEVICES annotation, once the scheduler wrote it
 
     @property
     def holds(self) -> bool:
@@ -77,7 +81,8 @@ def pod_view(obj: dict[str, Any]) -> PodView:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
     return PodView(uid=meta.get("uid", ""), name=meta.get("name", ""), job=int(job) if job is not None else None,
                    node=spec.get("nodeName") or "", phase=status.get("phase", ""), gpus=gpus,
-                   deleting=meta.get("deletionTimestamp") is not None, ready=ready)
+                   deleting=meta.get("deletionTimestamp") is not None, ready=ready,
+                   devices=(meta.get("annotations") or {}).get(DEVICES, ""))
 
 
 class PodWatch(ListWatch):

@@ -19,6 +19,7 @@ import yaml
 from fakes.kube import crds
 from fakes.kube.cluster import Component, KubeCluster, default_bin_dir
 from fakes.real.procs import LOOPBACK, free_port
+from fakes.volcano import incluster
 
 VOLCANO_VERSION = os.environ.get("VOLCANO_VERSION", "v1.14.1")
 HOW_TO_BUILD = "run `make volcano-bins` (builds Volcano from the volcano.sh/volcano Go module)"
@@ -54,23 +55,46 @@ def require_binaries() -> dict[str, Path]:
     return found
 
 
-def scheduler_conf(config: dict[str, Any]) -> str:
-    """The vc-scheduler configuration file for the scenario's actions and plugins."""
+def scheduler_conf(config: dict[str, Any], vgpu: bool = False) -> str:
+    """The vc-scheduler configuration file for the scenario's actions and plugins. With `vgpu`
+    (node pools that share GPUs by fraction) the deviceshare plugin hands out HAMi vGPUs
+    (fakes/volcano/vgpu.py); it is added when the scenario's plugins leave it out, and it needs
+    predicates, whose allocate handler writes the chosen GPUs on the pod."""
     actions = list(config.get("actions") or ["enqueue", "allocate", "backfill"])
     plugins = list(config.get("plugins") or ["gang", "priority", "proportion", "drf", "binpack",
                                              "predicates", "nodeorder"])
+    if vgpu:
+        plugins += [p for p in ("predicates", "deviceshare") if p not in plugins]
     first = [p for p in plugins if p in FIRST_TIER]
     second = [p for p in plugins if p not in FIRST_TIER]
-    tiers = [{"plugins": [_plugin(p, config) for p in t]} for t in (first, second) if t]
+    tiers = [{"plugins": [_plugin(p, config, vgpu) for p in t]} for t in (first, second) if t]
     return yaml.safe_dump({"actions": ", ".join(actions), "tiers": tiers}, sort_keys=False)
 
 
-def _plugin(name: str, config: dict[str, Any]) -> dict[str, Any]:
+def gpu_policy(config: dict[str, Any]) -> str:
+    """deviceshare's device-level node score: "binpack" (prefer the node whose chosen GPU is
+    fullest afterwards), "spread" (prefer a GPU shared by one pod so far) or "" (no score)."""
+    policy = str(config.get("vgpu_policy", "binpack") or "")
+    if policy not in ("binpack", "spread", ""):
+        raise ValueError(f"schedulers.volcano.vgpu_policy: expected binpack, spread or \"\"; got {policy!r}")
+    return policy
+
+
+def _plugin(name: str, config: dict[str, Any], vgpu: bool = False) -> dict[str, Any]:
     p: dict[str, Any] = {"name": name}
     if name == "binpack":
-        # Pack by GPU: the scarce resource; the default weights only count cpu and memory.
-        p["arguments"] = {"binpack.weight": 10, "binpack.resources": "nvidia.com/gpu",
-                          "binpack.resources.nvidia.com/gpu": int(config.get("gpu_weight", 3) or 3)}
+        # Pack by GPU: the scarce resource; the default weights only count cpu and memory. On vGPU
+        # nodes the GPU is counted by its cores (percent of a GPU), as the milli share is.
+        weight = int(config.get("gpu_weight", 3) or 3)
+        res = ["nvidia.com/gpu"] + (["volcano.sh/vgpu-cores"] if vgpu else [])
+        p["arguments"] = {"binpack.weight": 10, "binpack.resources": ",".join(res),
+                          **{f"binpack.resources.{r}": weight for r in res}}
+    if name == "deviceshare":
+        policy = gpu_policy(config)
+        weight = int(config.get("vgpu_weight", 10) or 10)
+        p["arguments"] = {"deviceshare.VGPUEnable": True,
+                          **({"deviceshare.SchedulePolicy": policy, "deviceshare.ScheduleWeight": weight}
+                             if policy else {})}
     return p
 
 
@@ -82,10 +106,11 @@ def install_crds(api_client, timeout_s: float = 60.0) -> None:
 class VolcanoControlPlane:
     """vc-scheduler and vc-controller-manager against a running KWOK cluster's apiserver."""
 
-    def __init__(self, cluster: KubeCluster, run_dir: Path, config: dict[str, Any]):
+    def __init__(self, cluster: KubeCluster, run_dir: Path, config: dict[str, Any], vgpu: bool = False):
         self.cluster = cluster
         self.dir = Path(run_dir) / "volcano"
         self.config = config
+        self.vgpu = vgpu
         self.procs: list[Component] = []
         self.metrics_url = ""
         self.controller_metrics_url = ""
@@ -95,7 +120,7 @@ class VolcanoControlPlane:
         self.dir.mkdir(parents=True, exist_ok=True)
         install_crds(api_client)
         conf = self.dir / "scheduler.conf"
-        conf.write_text(scheduler_conf(self.config))
+        conf.write_text(scheduler_conf(self.config, self.vgpu))
         period = float(self.config.get("schedule_period_s", 1) or 1)
         metrics_port = free_port()
         self.metrics_url = f"http://{LOOPBACK}:{metrics_port}/metrics"
@@ -115,8 +140,14 @@ class VolcanoControlPlane:
               *([f"--worker-threads={int(workers)}"] if workers else []),
               "--enable-metrics=true", f"--listen-address={LOOPBACK}:{cm_port}",
               "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}"]
-        for name, argv in (("vc-controller-manager", cm), ("vc-scheduler", sched)):
-            self.procs.append(self.cluster.add_component(name, argv, log=self.dir / f"{name}.log"))
+        env: dict[str, str] = {}
+        if self.vgpu:      # deviceshare's client is in-cluster only (fakes/volcano/incluster.py)
+            mount = incluster.write_mount(self.dir / "serviceaccount", incluster.service_account_token(api_client),
+                                          incluster.cluster_ca(self.cluster.kubeconfig))
+            sched, env = incluster.in_pod(sched, mount), incluster.service_env(self.cluster.url)
+        self.procs.append(self.cluster.add_component("vc-controller-manager", cm,
+                                                     log=self.dir / "vc-controller-manager.log"))
+        self.procs.append(self.cluster.add_component("vc-scheduler", sched, env=env, log=self.dir / "vc-scheduler.log"))
         self._wait_metrics()
 
     def _wait_metrics(self, timeout_s: float = 60.0) -> None:

@@ -7,6 +7,12 @@ tenant's Queue and a Job with minAvailable, Volcano's job controller creates the
 running member is lost Volcano restarts the whole job (PodEvicted -> RestartJob). Pods complete
 after the job's (time-scaled) duration through the KWOK stage driven by the
 `gangstorm.io/complete-after` annotation; a finished Job is deleted.
+
+GPU sharing (fakes/volcano/vgpu.py): nodes of a fraction pool carry what HAMi's vGPU device plugin
+publishes (register and handshake annotations, vgpu-number/-memory/-cores capacity; the handshake
+is kept fresh while the run lasts), vc-scheduler runs the deviceshare plugin, a member's share is
+asked for as vGPU resources, and the GPUs each pod got are read back from the annotation the
+plugin writes before binding (PlacedSlices: slice-granular allocation, overcommit check).
 """
 from __future__ import annotations
 
@@ -15,20 +21,24 @@ import json
 import re
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
+from fakes.volcano import vgpu
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
 from fakes.volcano.traits import VolcanoTraits
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
-from loadgen.model.target import RUN_LABEL, ClusterRefused, TargetContext
+from loadgen.model.target import RUN_LABEL, ClusterRefused, Snapshot, TargetContext
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 SCHED_GROUP, SCHED_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -61,6 +71,13 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         self.custom = None                              # kubernetes CustomObjectsApi
         self.queues: dict[str, Future] = {}             # queue name -> its create on the pool
         self.figures["volcano_version"] = VOLCANO_VERSION
+        self.vgpu = vgpu.shares_by_vgpu(self.fleet)      # fraction pools: HAMi vGPU through deviceshare
+        self.memory_basis = vgpu.request_memory_basis(self.fleet) if self.vgpu else 0
+        # whole GPUs go through vGPU only when no pool hands them out as nvidia.com/gpu
+        self.whole_by_vgpu = self.vgpu and all(p.sharing.mode == "fraction" for p in self.fleet.pools)
+        self.slices: vgpu.PlacedSlices | None = None
+        self.shapes: dict[tuple[str, int, str], float] = {}
+        self.handshake: vgpu.Handshake | None = None
 
     def start(self) -> None:
         if not self.existing:
@@ -85,6 +102,80 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         from kubernetes import client
         self.custom = client.CustomObjectsApi(self.api.api_client)
         self.figures["volcano_version"] = "the cluster's own (not probed)"
+        self._start_vgpu()
+
+    # --- GPU sharing: the vGPU device plugin's part, and what the scheduler chose --------------------
+    def node_body(self, body: dict[str, Any], i: int) -> dict[str, Any]:
+        """A fraction pool's node advertises vGPUs instead of nvidia.com/gpu (the same GPUs must
+        not be handed out twice); every node advertises its own pool's GPU count."""
+        ann, cap = vgpu.node_extras(self.fleet, i, body["metadata"]["name"])
+        res = dict(body["status"]["capacity"])
+        if cap:
+            res.pop(GPU, None)
+            res.update(cap)
+            body["metadata"]["annotations"].update(ann)
+        else:
+            res[GPU] = str(int(self.fleet.gpus_of[i]))
+        body["status"] = {**body["status"], "capacity": res, "allocatable": res}
+        return body
+
+    def _start_vgpu(self) -> None:
+        if not self.vgpu or self.role == "submit":
+            return
+        self.slices = vgpu.PlacedSlices(self.fleet, self.node_index)
+        names = [n for i, n in enumerate(self.node_names) if vgpu.vgpu_node(self.fleet, i)]
+        patch = partial(self._patch_node)
+        self.handshake = vgpu.Handshake(patch, names, float(self.cfg.get("vgpu_report_s", vgpu.REPORT_EVERY_S))).start()
+
+    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+        self.api.patch_node(name, body, _preload_content=False, _request_timeout=TIMEOUT)
+
+    def _on_pod(self, t: float, typ: str, pod: PodView) -> None:
+        super()._on_pod(t, typ, pod)
+        if self.slices is None:
+            return
+        if typ == "DELETED" or not pod.holds:
+            self.slices.release(pod.uid)
+            return
+        gang = self.gangs.get(pod.job)
+        job = gang.job if gang is not None else self.expected.get(pod.job)
+        if job is not None and gang is not None and pod.uid not in gang.retired:
+            self.slices.hold(pod.uid, pod.name, pod.node, pod.devices, job.gpu_share, job.gpus_per_member)
+
+    def used_per_node(self) -> np.ndarray:
+        """With vGPU: whole GPUs held only; a slice is counted in gpu_sharing, as the twins count."""
+        return super().used_per_node() if self.slices is None else self.slices.used_whole()
+
+    def free_per_node(self) -> np.ndarray:
+        """With vGPU: idle GPUs a whole-GPU member may take, as the twins see them."""
+        if self.slices is None:
+            return super().free_per_node()
+        free = self.slices.state.idle_whole().astype(np.int64)
+        if self.down:
+            free[sorted(self.down)] = 0
+        return free
+
+    def snapshot(self, now: float) -> Snapshot:
+        snap = super().snapshot(now)
+        if self.slices is None:
+            return snap
+        up = np.ones(self.fleet.nodes, dtype=bool)
+        if self.down:
+            up[sorted(self.down)] = False
+        pending = {(g.job.share, g.job.gpus_per_member, g.job.gpu_spec) for g in self.gangs.values()
+                   if g.admitted_t is None}
+        return replace(snap, gpu_sharing=self.slices.sample(self.shapes, pending, up))
+
+    def live_control_plane(self) -> dict[str, Any]:
+        return {"gpu_slices": self.slices.figures()} if self.slices is not None else {}
+
+    def stop(self) -> None:
+        if self.handshake is not None:
+            self.handshake.stop()
+            self.figures["vgpu_handshake"] = {"reports": self.handshake.reports, "errors": self.handshake.errors}
+        if self.slices is not None:
+            self.figures["gpu_slices"] = self.slices.figures()
+        super().stop()
 
     def queue_name(self, job: Job) -> str:
         """The tenant's Queue; on an existing cluster prefixed with the run label, so the run never
@@ -121,7 +212,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
     def _start_scheduler(self, run_dir: Path) -> None:
         from kubernetes import client
         self.custom = client.CustomObjectsApi(self.api.api_client)
-        self.vc = VolcanoControlPlane(self.cluster, run_dir, self.cfg)
+        self._start_vgpu()
+        self.vc = VolcanoControlPlane(self.cluster, run_dir, self.cfg, vgpu=self.vgpu)
         self.vc.start(self.api.api_client)
 
     def control_plane(self) -> dict[str, Any]:
@@ -160,8 +252,21 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         return {"apiVersion": f"{SCHED_GROUP}/{SCHED_VERSION}", "kind": "Queue",
                 "metadata": {"name": q, "labels": {RUN_LABEL: self.label}}, "spec": spec}
 
+    def member_resources(self, job: Job) -> tuple[dict[str, str], dict[str, str]]:
+        """(requests, limits) of one member: a milli share as vGPU resources (vgpu.requests), whole
+        GPUs as nvidia.com/gpu, or as exclusive vGPUs when every pool shares by fraction."""
+        cpu = {"cpu": str(max(1, int(job.cpus_per_member or 1)))}
+        share = job.gpu_share
+        if (self.vgpu and share.kind == "milli") or (self.whole_by_vgpu and share.is_whole):
+            dev = vgpu.requests(share, job.gpus_per_member, self.memory_basis)
+            return {**dev, **cpu}, dev
+        if not share.is_whole:
+            raise ValueError(f"job {job.id}: a {share} share needs a node pool that shares by fraction "
+                             "(Volcano's vGPU); this fleet has none")
+        return {GPU: str(job.gpus_per_member), **cpu}, {GPU: str(job.gpus_per_member)}
+
     def vcjob(self, job: Job, queue: str) -> dict[str, Any]:
-        requests = {GPU: str(job.gpus_per_member), "cpu": str(max(1, int(job.cpus_per_member or 1)))}
+        requests, _limits = self.member_resources(job)   # pod_spec sets every extended resource's limit
         template = {"metadata": {"labels": self.labels(job),          # the watch finds the gang by label
                                  "annotations": {COMPLETE_AFTER: go_duration(job.duration_s),
                                                  **self.startup_annotations()}},
@@ -192,6 +297,8 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
                 self.custom.create_cluster_custom_object, SCHED_GROUP, SCHED_VERSION, "queues", self.queue_body(job, q),
                 _request_timeout=TIMEOUT))
         self.gangs[job.id] = Gang(job)
+        shape = (job.share, job.gpus_per_member, job.gpu_spec)    # the arrived workload (ATC '23 fragmentation)
+        self.shapes[shape] = self.shapes.get(shape, 0.0) + 1.0
         self.pool.submit(self._create_job, job.id, self.vcjob(job, q), self.queues[q])
         self._emit(now, job.id, Kind.SUBMITTED)
         return self._take()

@@ -186,7 +186,7 @@ SCENARIO = {
             "actions": ListOf(Field(str, choices=("enqueue", "allocate", "backfill", "preempt", "reclaim")),
                               default=["enqueue", "allocate", "backfill"]),
             "plugins": ListOf(Field(str, choices=("gang", "priority", "proportion", "drf", "binpack",
-                                                  "predicates", "nodeorder", "conformance")),
+                                                  "predicates", "nodeorder", "conformance", "deviceshare")),
                               default=["gang", "priority", "proportion", "drf", "binpack",
                                        "predicates", "nodeorder"]),
             "api_qps": Field(NUM, 2000.0, lo=0.1, source=VC_SCHED + " (--kube-api-qps)"),
@@ -208,6 +208,11 @@ SCENARIO = {
                                         source=VC_CTRL + " (--worker-threads 3)"),
             "client_threads": Field(int, 8, lo=1, hi=256),
             "scrape_interval_s": Field(NUM, 10.0, lo=0.1),
+            # fraction pools (HAMi vGPU via deviceshare, fakes/volcano/vgpu.py): the plugin's
+            # device-level node score and its weight; how often the fake device plugin re-reports
+            "vgpu_policy": Field(str, "binpack", choices=("binpack", "spread", "")),
+            "vgpu_weight": Field(int, 10, lo=0),
+            "vgpu_report_s": Field(NUM, 30.0, lo=0.1),
         },
         # Kueue admitting gangs in front of kube-scheduler (fakes/kueue/, docs/kueue.md)
         "kueue": {

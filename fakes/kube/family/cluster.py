@@ -77,7 +77,7 @@ class ClusterSetup:
             self.api.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
         self.figures["nodes_registered_s"] = round(self.cluster.create_nodes(
             self.fleet, threads=int(self.cfg.get("node_threads", 16)),
-            body=lambda fleet, i: node_body(fleet, i, gpus=self.node_gpus)), 2)
+            body=lambda fleet, i: self.node_body(node_body(fleet, i, gpus=self.node_gpus), i)), 2)
         self._publish_devices(threads)
         self.figures["nodes_ready_s"] = round(self._wait_nodes_ready(), 2)
         self.figures["nodes"] = self.fleet.nodes
@@ -169,7 +169,8 @@ class ClusterSetup:
         self.cluster.start_kwok(f"{RUN_LABEL}={self.label}")
         self.figures["nodes_registered_s"] = round(create_nodes(
             self.cluster.api_client(threads), self.fleet, threads,
-            body=lambda fleet, i: node_body(fleet, i, names[i], labels, kwok_annotation=False, gpus=self.node_gpus)), 2)
+            body=lambda fleet, i: self.node_body(node_body(fleet, i, names[i], labels, kwok_annotation=False,
+                                                           gpus=self.node_gpus), i)), 2)
         self._publish_devices(threads)
         self.node_selector = self._planned_node_selector()
 
@@ -183,6 +184,10 @@ class ClusterSetup:
 
     def _publish_devices(self, threads: int) -> None:
         """Publish what a DRA driver would for the run's nodes (ResourceSlices); none here."""
+
+    def node_body(self, body: dict[str, Any], i: int) -> dict[str, Any]:
+        """Fleet node i's Node as created; a backend adds what its device plugins would publish."""
+        return body
 
     def _check_scheduler_installed(self) -> None:
         """Volcano checks its CRDs here; kube-scheduler is part of every cluster."""
