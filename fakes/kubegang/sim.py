@@ -20,7 +20,7 @@ Workload) and only once they exist the pods (fakes/kubegang/gangobjects.py), whi
 by gang_objects_ms (the apiserver's POST latency for those objects); and a bind takes bind_ms, the
 scheduler's own Bind extension point, which under a gang scheduler's retry loop includes a long wait
 in its client's rate limiter (the Permit and PostFilter retries write events through it) and so
-replaces the twin's write_ms and token bucket for binds.
+replaces the twin's write_ms for binds; the bind still takes a token of the client's bucket.
 """
 from __future__ import annotations
 
@@ -48,7 +48,10 @@ class GangKubeTwin(SimKube):
         self._at(now + self.gang_objects_s, self._create, js, now)
 
     def _send_bind(self, js: JobState, t: float, retries: int = 0) -> None:
-        self._at(t + self.bind_s, self._bound, js, retries)
+        """The bind still takes a token of the scheduler's client limiter (kube-scheduler's
+        --kube-api-qps, client-go's token bucket), so a ceiling search saturates it as on kube;
+        it lands bind_ms after the token, the Bind extension point measured on the real scheduler."""
+        self._at(self.limiter.acquire(t) + self.bind_s, self._bound, js, retries)
 
     def _park(self, js: JobState, t: float) -> None:
         reserved = js.extra.get("reserved", 0)
