@@ -1,6 +1,10 @@
-"""The openb slice both runs replay: the pods of tests/data/traces/openb_pod_list_default-first1000.csv
-(cluster-trace-gpu-v2023, CC BY 4.0) that arrive in the trace's last 72 hours (610 of its 884 GPU pods;
-the others are months apart), arrivals shifted to start at 0, gpu_milli read as milli shares."""
+"""The openb slice the Slurm and Volcano real-vs-twin runs replay: the pods of
+tests/data/traces/openb_pod_list_default-first1000.csv (cluster-trace-gpu-v2023, CC BY 4.0) that
+arrive in the trace's last 72 hours (610 of its 884 GPU pods; the others are months apart), arrivals
+shifted to start at 0, gpu_milli read as milli shares.
+
+    PYTHONPATH=$PWD python tools/gpushare/make_slice.py results/gpushare/slurm/openb-last72h.jsonl
+"""
 import sys
 from dataclasses import replace
 
