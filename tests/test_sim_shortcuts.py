@@ -75,3 +75,71 @@ def test_back_to_back_wakeups_give_the_same_events(name):
         events.append(rec.events)
     assert len(events[0]) > 100
     assert events[0] == events[1]
+
+
+def test_tas_without_a_topology_request_is_the_greedy_fill_over_every_node_with_room():
+    from fakes.kueue.tas import _fill, _sorted, place
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        per_node = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 4, n)).astype(np.int64)
+        leaf_of = np.arange(n) // 4
+        spine_of = leaf_of // 2
+        for count in {1, 2, 5, max(int(per_node.sum()), 1), int(per_node.sum()) + 1}:
+            parts = _fill(_sorted({i: int(c) for i, c in enumerate(per_node) if c > 0}), count)
+            fits = parts and count <= per_node.sum()
+            long_way = sorted(node for node, k in parts for _ in range(k)) if fits else None
+            assert place(per_node, leaf_of, spine_of, count, "none") == long_way, (per_node.tolist(), count)
+
+
+class _AlwaysNonEmpty(dict):
+    def __bool__(self):
+        return True
+
+
+def _kueue_always_walking():
+    """SimKueue as it was before member_waiters: every release walks every job for members waiting
+    for a node."""
+    from fakes.kueue.sim import SimKueue
+
+    class Walking(SimKueue):
+        member_waiters = property(lambda self: _AlwaysNonEmpty(), lambda self, value: None)
+    return Walking
+
+
+@pytest.mark.parametrize("topology", ["preferred", "required"])
+def test_kueue_release_without_member_waiters_gives_the_same_events(topology):
+    from fakes.kueue.sim import SimKueue
+    from loadgen.model.target import ChaosAction
+    jobs = [job(i, members=1 + i % 4, gpus=8 if i % 3 else 4, t=5.0 * i, dur=60.0 + 17 * (i % 7),
+                tenant="ab"[i % 2]) for i in range(60)]
+    chaos = [ChaosAction(t=30.0 + 23 * k, kind="evict", params={"members": 2}) for k in range(8)]
+    # every free GPU pinned for a minute, then nodes fail: their members wait for the pins to go
+    chaos += [ChaosAction(t=95.0, kind="prefill", params={"placements": [[n, 8] for n in range(8)],
+                                                          "duration_s": 60}),
+              ChaosAction(t=100.0, kind="node_fail", params={"nodes": [0, 1, 5]}),
+              ChaosAction(t=180.0, kind="node_recover", params={"nodes": [0, 1, 5]}),
+              ChaosAction(t=200.0, kind="node_fail", params={"nodes": [2, 7]}),
+              ChaosAction(t=260.0, kind="node_recover", params={"nodes": [2]})]
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 8, "fleet.leaf_size": 2,
+                                         "schedulers.kueue.topology": topology})
+    events, waited = [], []
+    for cls in (SimKueue, _kueue_always_walking()):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kueue"),
+                            control_plane=sc.section("control_plane"), seed=1)
+        target = cls(ctx)
+        target.start()
+        placements = []
+        place_one = target._placement_one
+
+        def counting(js, place_one=place_one, placements=placements):
+            placements.append(place_one(js))
+            return placements[-1]
+        target._placement_one = counting
+        rec = Recording(jobs)
+        run(target, jobs, chaos, 2_000.0, 10.0, rec, VirtualClock())
+        events.append(rec.events)
+        waited.append(placements.count(None))
+    assert len(events[0]) > 100
+    assert waited[0] > 0            # members did wait for a node, and got one on a later release
+    assert events[0] == events[1]

@@ -68,6 +68,9 @@ class SimKueue(KueueTraits, KubeFamily):
         self.admission_s: dict[str, list[float]] = {}
         self.borrowed_max: dict[str, int] = {}
         self.preempted: dict[str, int] = {}
+        # jobs whose extra holds "waiting_members" (members lost and not yet placed again): while
+        # there are none, a release has no member to place and skips the walk over every job
+        self.member_waiters: dict[int, JobState] = {}
 
     # --- queues ---------------------------------------------------------------------------------
     def _cq(self, js: JobState) -> ClusterQueue:
@@ -213,6 +216,7 @@ class SimKueue(KueueTraits, KubeFamily):
             nodes = self._placement_one(js)
             if nodes is None:
                 js.extra["waiting_members"] = js.extra.get("waiting_members", 0) + 1
+                self.member_waiters[js.job.id] = js
                 continue
             self.state.take(js.job.id, nodes, js.job.gpus_per_member, js.job.cpus_per_member, js.job.gpu_share)
             start = max(t + self.ungate_s, self.binder_free)
@@ -239,10 +243,14 @@ class SimKueue(KueueTraits, KubeFamily):
                     continue
                 if not self.strict:
                     heapq.heappush(self.queued[name], (-js.job.priority, js.extra["since"], jid))
-        for js in list(self.active.values()) + list(self.waiting.values()):
-            n = js.extra.pop("waiting_members", 0)
-            if n:
-                self._requeue(js, t, list(range(n)))
+        if self.member_waiters:
+            for js in list(self.active.values()) + list(self.waiting.values()):
+                n = js.extra.pop("waiting_members", 0)
+                if n:
+                    self._requeue(js, t, list(range(n)))
+            # those a walk cannot reach (done: in neither dict) never get their members back
+            self.member_waiters = {jid: js for jid, js in self.member_waiters.items()
+                                   if "waiting_members" in js.extra and not js.done}
         self._kick(t)
 
     # --- observation ------------------------------------------------------------------------------

@@ -39,6 +39,12 @@ def _fill_nodes(per_node: np.ndarray, count: int) -> list[tuple[int, int]]:
     """_fill(_sorted(every node with room), count) without building and sorting a 10,000-entry
     list per pod group: the same order (capacity descending, then node) from one lexsort, the
     same greedy prefix and the same best fit (tests/test_sim_shortcuts.py checks it)."""
+    if count == 1:
+        # the best fit for one pod: the lowest-numbered node among those with the least room
+        room = per_node[per_node > 0]
+        if not len(room):
+            return []
+        return [(int(np.argmax(per_node == room.min())), 1)]
     ids = np.flatnonzero(per_node > 0)
     caps = per_node[ids]
     order = np.lexsort((ids, -caps))
@@ -67,6 +73,8 @@ def place(per_node: np.ndarray, leaf_of: np.ndarray, spine_of: np.ndarray, count
     none (no topology request: the hostname level, spread greedily like the top level)."""
     if int(per_node.sum()) < count:
         return None
+    if mode == "none":                  # no request: straight to the nodes, no domain sums
+        return sorted(node for node, n in _fill_nodes(per_node, count) for _ in range(n))
     leaves = {int(lf): int(c) for lf, c in zip(*_sums(per_node, leaf_of))}
     spine_caps = {int(s): int(c) for s, c in zip(*_sums(per_node, spine_of))}
     chosen: list[tuple[str, int, int]] | None = None       # (level, domain, pods)
@@ -76,17 +84,13 @@ def place(per_node: np.ndarray, leaf_of: np.ndarray, spine_of: np.ndarray, count
             chosen = [("leaf", _fill(by_leaf, count)[0][0], count)]
         elif mode == "required":
             return None
-    if chosen is None and mode != "none":
+    if chosen is None:
         by_spine = _sorted(spine_caps)
         if by_spine[0][1] >= count:
             chosen = [("spine", _fill(by_spine, count)[0][0], count)]
         else:
             chosen = [("spine", s, n) for s, n in _fill(by_spine, count)]
     nodes: list[int] = []
-    if chosen is None:                  # no request: straight to the nodes
-        for node, n in _fill_nodes(per_node, count):
-            nodes += [node] * n
-        return sorted(nodes)
     spine_of_leaf = None
     for level, dom, n in chosen:
         if level == "spine":
