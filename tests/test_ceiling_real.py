@@ -62,6 +62,7 @@ def processes_under(path: Path) -> list[str]:
 
 @pytest.mark.real
 @pytest.mark.slow
+@pytest.mark.bench      # about 3.5 min: make bench-tests (and make ceiling-real) run it; CI stays within its hour
 def test_real_search_runs_every_point_on_the_real_schedulers_and_reports_their_load(tmp_path):
     (tmp_path / "s.yaml").write_text(SCENARIO)
     out = tmp_path / "ceiling"

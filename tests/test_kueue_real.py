@@ -129,6 +129,7 @@ schedulers:
 
 
 @pytest.mark.real
+@pytest.mark.bench      # in CI, tests/test_kube_gang_real.py's one run of the three gang schedulers covers this
 def test_a_run_admits_every_gang_through_kueue_and_reports_each_queue(tmp_path):
     """`gangstorm run --backend real --schedulers kueue` on 4 KWOK nodes: every job admitted and
     finished, the rows agree with the summary, each queue's admission and borrowing is reported.
