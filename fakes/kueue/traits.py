@@ -6,6 +6,7 @@ import hashlib
 import re
 from typing import Any
 
+from fakes.kube.traits import KubeTraits
 from loadgen.model.job import Job
 
 NAME_MAX = 60
@@ -44,11 +45,6 @@ class KueueTraits:
                         + ("must fit in one leaf" if mode == "required" else
                            "prefers one leaf" if mode == "preferred" else "is placed by kube-scheduler alone")}
 
-    @classmethod
-    def placement_policies(cls, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """NodeResourcesFit's scoring strategy: LeastAllocated spreads, MostAllocated packs."""
-        return {"least-allocated": {"scoring": "least_allocated"}, "most-allocated": {"scoring": "most_allocated"}}
-
-    @classmethod
-    def placement_policy(cls, cfg: dict[str, Any]) -> str:
-        return str(cfg.get("scoring", "least_allocated")).replace("_", "-")
+    # Kueue admits, kube-scheduler places: its NodeResourcesFit scoring strategies are the policies
+    placement_policies = KubeTraits.placement_policies
+    placement_policy = KubeTraits.placement_policy

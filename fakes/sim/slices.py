@@ -223,3 +223,16 @@ class SliceState:
                 "fragmented_gpus": round(self.fragmentation(shapes, up), 6),
                 "stranded_gpus": round(self.stranded(pending, up), 6)}
 
+
+def up_mask(nodes: int, down) -> np.ndarray:
+    """True for every node of the fleet that is not in `down` (a real target's failed nodes)."""
+    up = np.ones(nodes, dtype=bool)
+    if down:
+        up[sorted(down)] = False
+    return up
+
+
+def idle_whole_up(state: SliceState, down) -> np.ndarray:
+    """Idle GPUs per node a whole-GPU member may take, 0 where the node is down: what a real
+    target with slices reports as free, as the twins see it."""
+    return np.where(up_mask(len(state.idle), down), state.idle_whole(), 0).astype(np.int64)

@@ -32,6 +32,7 @@ from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
+from fakes.sim.slices import idle_whole_up, up_mask
 from fakes.volcano import vgpu
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from fakes.volcano.metrics import controller_figures, scheduler_figures
@@ -150,18 +151,13 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         """With vGPU: idle GPUs a whole-GPU member may take, as the twins see them."""
         if self.slices is None:
             return super().free_per_node()
-        free = self.slices.state.idle_whole().astype(np.int64)
-        if self.down:
-            free[sorted(self.down)] = 0
-        return free
+        return idle_whole_up(self.slices.state, self.down)
 
     def snapshot(self, now: float) -> Snapshot:
         snap = super().snapshot(now)
         if self.slices is None:
             return snap
-        up = np.ones(self.fleet.nodes, dtype=bool)
-        if self.down:
-            up[sorted(self.down)] = False
+        up = up_mask(self.fleet.nodes, self.down)
         pending = {(g.job.share, g.job.gpus_per_member, g.job.gpu_spec) for g in self.gangs.values()
                    if g.admitted_t is None}
         return replace(snap, gpu_sharing=self.slices.sample(self.shapes, pending, up))

@@ -16,7 +16,7 @@ import queue
 
 import numpy as np
 
-from fakes.sim.slices import SliceState
+from fakes.sim.slices import SliceState, idle_whole_up, up_mask
 from fakes.slurm import gres
 from fakes.slurm.client import Row
 from fakes.slurm.hostlist import expand
@@ -142,18 +142,13 @@ class SlurmSlices:
         """With slices: idle GPUs a whole-GPU member may take (none on MIG nodes), as the twins see them."""
         if self.slices is None:
             return super().free_per_node()
-        free = self.slices.idle_whole().astype(np.int64)
-        if self.down:
-            free[sorted(self.down)] = 0
-        return free
+        return idle_whole_up(self.slices, self.down)
 
     def snapshot(self, now: float) -> Snapshot:
         snap = super().snapshot(now)
         if self.slices is None:
             return snap
-        up = np.ones(self.fleet.nodes, dtype=bool)
-        if self.down:
-            up[sorted(self.down)] = False
+        up = up_mask(self.fleet.nodes, self.down)
         pending = {(tr.job.share, tr.job.gpus_per_member, tr.job.gpu_spec)
                    for tr in self.jobs.values() if not tr.done and not tr.started}
         figures = self.slices.figures(self.shapes, pending, up)
