@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fakes.ray.fakelets.book import Book, take
+from fakes.ray.fleet import node_specs
 from fakes.ray.share import bundle_labels, bundle_unit, check_fleet, slice_figures
 from loadgen.model.errors import UserError
 from loadgen.model.fleet import Fleet, NodePool
@@ -122,6 +123,27 @@ def test_slices_keep_to_fraction_nodes_only_when_some_pool_is_whole():
     assert bundle_labels(slice_job, mixed) == {"gangstorm.io/gpu-sharing": "fraction"}
     assert mixed.node_labels(3)["gangstorm.io/gpu-sharing"] == "fraction"         # what the selector finds
     assert bundle_labels(slice_job, frac) is None and bundle_labels(whole_job, mixed) is None
+
+
+def test_gpu_models_become_the_accelerator_type_or_a_label_selector_of_several():
+    fleet = Fleet(nodes=4, gpus_per_node=2, pools=(NodePool("a", 2, "t4", Sharing("fraction")),
+                                                   NodePool("b", 2, "v100m32", Sharing("fraction"))))
+    assert [s["resources"] for s in node_specs(fleet)] == [
+        {"gs_node_00000": 1, "accelerator_type:t4": 1}, {"gs_node_00001": 1, "accelerator_type:t4": 1},
+        {"gs_node_00002": 1, "accelerator_type:v100m32": 1}, {"gs_node_00003": 1, "accelerator_type:v100m32": 1}]
+    one = job(members=2, gpus_per_member=1, share="milli:500", gpu_spec="t4")
+    assert bundle_unit(one, fleet) == {"GPU": 0.5, "accelerator_type:t4": 0.001}     # Ray's accelerator_type option
+    assert bundle_labels(one, fleet) is None
+    several = job(members=1, gpus_per_member=2, gpu_spec="v100m32|t4")
+    assert bundle_unit(several, fleet) == {"GPU": 2.0}
+    assert bundle_labels(several, fleet) == {"nvidia.com/gpu.product": "in(v100m32,t4)"}
+    # beside whole-GPU pools a slice also keeps to fraction nodes; without pools gpu_spec is ignored (as the twin)
+    mixed = Fleet(nodes=4, gpus_per_node=2, pools=(NodePool("w", 2, "t4"), NodePool("f", 2, "v100m32", Sharing("fraction"))))
+    assert bundle_labels(job(members=1, gpus_per_member=1, share="milli:250", gpu_spec="t4|v100m32"), mixed) == \
+        {"gangstorm.io/gpu-sharing": "fraction", "nvidia.com/gpu.product": "in(t4,v100m32)"}
+    plain = Fleet(nodes=4, gpus_per_node=2)
+    assert bundle_unit(one, plain) == {"GPU": 0.5} and bundle_labels(several, plain) is None
+    assert node_specs(plain)[0]["resources"] == {"gs_node_00000": 1}
 
 
 def test_slice_figures_from_the_fakelets_books():

@@ -27,6 +27,7 @@ from typing import Any
 
 from fakes.ray.fakelets.shards import FakeletShards
 from fakes.ray.pipe import JsonPipe
+from fakes.ray.share import accelerator_resource
 from fakes.real.procfs import processes
 from fakes.real.procs import spawn, stop_child
 from loadgen.model.fleet import Fleet
@@ -59,8 +60,12 @@ def node_resource(i: int) -> str:
 
 
 def node_specs(fleet: Fleet) -> list[dict[str, Any]]:
+    """What each node declares: its GPUs, CPUs, pinning resource and labels; on a fleet with node
+    pools also its GPU model as Ray's accelerator type (fakes/ray/share.py)."""
     return [{"index": i, "name": fleet.node_name(i), "num_gpus": int(fleet.gpus_of[i]),
-             "num_cpus": fleet.cpus_per_node, "resources": {node_resource(i): 1},
+             "num_cpus": fleet.cpus_per_node,
+             "resources": {node_resource(i): 1, **({accelerator_resource(fleet.pool(i).model().name): 1}
+                                                    if fleet.pools else {})},
              "labels": fleet.node_labels(i)} for i in range(fleet.nodes)]
 
 

@@ -11,6 +11,17 @@ bundle_label_selector {gangstorm.io/gpu-sharing: fraction} (Ray's label scheduli
 would use to keep fractions off dedicated nodes); a whole-GPU gang may use any pool, as the
 contract says (loadgen/model/gpushare.py).
 
+Which GPU models a job accepts (Job.gpu_spec) is Ray's accelerator type. On a fleet with node pools
+every node declares the resource accelerator_type:<model> = 1, as a raylet on a detected GPU does
+(ray/_private/resource_and_label_spec.py), here with the catalogue's name (v100m16, not Ray's
+"V100", which would merge v100m16 and v100m32). A job that accepts one model asks for it in every
+bundle as Ray's `accelerator_type=` option encodes it, {"accelerator_type:<model>": 0.001}
+(ray/_common/utils.py). A resource cannot say "one of": a job that accepts several models carries
+the label selector {nvidia.com/gpu.product: "in(a,b)"} (Ray's label scheduling, `in()` since
+2.49; the node label is the fleet's, loadgen.model.fleet.Fleet.node_labels), a real any-of, as
+the twin reads gpu_spec (fakes/sim/slices.SliceState.model_mask). On a fleet without pools
+gpu_spec is ignored, as the twin does.
+
 Ray has no MIG or shard resource of its own (a MIG instance would have to be declared as a custom
 resource and asked for by name: not Ray's mechanism but a naming convention), so a mig or shards
 pool, or a job asking for mig:/shards: slices, is refused in one line.
@@ -24,6 +35,14 @@ from loadgen.model.job import Job
 
 SUPPORTED_MODES = ("whole", "fraction")
 SHARING_LABEL = "gangstorm.io/gpu-sharing"      # loadgen.model.fleet.Fleet.node_labels
+MODEL_LABEL = "nvidia.com/gpu.product"          # the same, the node's GPU model
+ACCELERATOR_PREFIX = "accelerator_type:"        # ray._common.utils.RESOURCE_CONSTRAINT_PREFIX
+ACCELERATOR_DEMAND = 0.001                      # what Ray's accelerator_type option asks of it
+
+
+def accelerator_resource(model: str) -> str:
+    """The node resource a node of GPU model `model` declares (value 1)."""
+    return f"{ACCELERATOR_PREFIX}{model}"
 
 
 def check_fleet(fleet: Fleet) -> None:
@@ -45,19 +64,33 @@ def gpu_amount(job: Job) -> float:
     return share.amount / MILLI
 
 
+def accepted_models(job: Job, fleet: Fleet) -> tuple[str, ...]:
+    """The GPU models `job` is held to: its gpu_spec on a fleet with node pools, else none (any)."""
+    return job.gpu_models if fleet.pools else ()
+
+
 def bundle_labels(job: Job, fleet: Fleet) -> dict[str, str] | None:
-    """The label every bundle of `job` must find on its node: fraction-mode nodes for a slice when
-    some pool shares nothing; None when any GPU node will do."""
-    if job.gpu_share.is_whole or all(p.sharing.mode == "fraction" for p in fleet.pools):
-        return None
-    return {SHARING_LABEL: "fraction"}
+    """The labels every bundle of `job` must find on its node: fraction-mode nodes for a slice when
+    some pool shares nothing, and one of the accepted models when it accepts several; None when
+    no label is asked for."""
+    labels = {}
+    if not job.gpu_share.is_whole and not all(p.sharing.mode == "fraction" for p in fleet.pools):
+        labels[SHARING_LABEL] = "fraction"
+    models = accepted_models(job, fleet)
+    if len(models) > 1:
+        labels[MODEL_LABEL] = f"in({','.join(models)})"
+    return labels or None
 
 
-def bundle_unit(job: Job) -> dict[str, float]:
-    """One member's bundle: {"GPU": amount} plus {"CPU": cpus_per_member} when it asks for CPUs."""
+def bundle_unit(job: Job, fleet: Fleet | None = None) -> dict[str, float]:
+    """One member's bundle: {"GPU": amount} plus {"CPU": cpus_per_member} when it asks for CPUs,
+    and the accelerator type when the job accepts exactly one model (on `fleet`, if given)."""
     b = {"GPU": gpu_amount(job)}
     if job.cpus_per_member:
         b["CPU"] = float(job.cpus_per_member)
+    models = accepted_models(job, fleet) if fleet is not None else ()
+    if len(models) == 1:
+        b[accelerator_resource(models[0])] = ACCELERATOR_DEMAND
     return b
 
 

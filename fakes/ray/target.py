@@ -48,6 +48,7 @@ from fakes.ray.real.cluster import RayCluster
 from fakes.ray.real.common import COUNTERS
 from fakes.ray.real.groups import RayGroups
 from fakes.ray.real.shared import RayShared
+from fakes.ray.real.slices import RaySlices
 from fakes.ray.real.usage import RayUsage
 from fakes.ray.share import check_fleet
 from fakes.ray.traits import RayTraits
@@ -57,7 +58,7 @@ from loadgen.model.job import Job
 from loadgen.model.target import TargetContext, run_label
 
 
-class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RayUsage, RealTarget):
+class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RaySlices, RayUsage, RealTarget):
     name = "ray"
 
     def __init__(self, ctx: TargetContext):
@@ -84,6 +85,7 @@ class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RayUsage, R
         self.pending: dict[int, Job] = {}              # submitted, not (or no longer) ready
         self.running: dict[int, list[int]] = {}        # job id -> node index per bundle
         self.partial: dict[int, int] = {}              # job id -> members still bound while rescheduling
+        self.lost_bundles: dict[int, set[int]] = {}    # job id -> bundles a dead raylet held, until placed again
         self.placed: dict[int, list[int]] = {}         # job id -> node index per bundle, first admission
         self.prefill: dict[int, tuple[int, int]] = {}  # prefill id -> (node, gpus), held
         self._prefill_wanted: dict[int, tuple[int, int]] = {}
@@ -98,6 +100,7 @@ class RealRay(RayTraits, RayCluster, RayGroups, RayShared, RayChaos, RayUsage, R
         self.errors: list[str] = []
         self.node_fail_log: list[dict[str, Any]] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self._init_slices()
         self.readiness = Readiness(ctx.startup.image, self.n, ctx.seed)
         if self.nodes_kind == "fakelet" and self.readiness.active:
             raise UserError("schedulers.ray.nodes: fakelet cannot start members (no worker runs on a fake raylet); "

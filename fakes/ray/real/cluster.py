@@ -95,6 +95,7 @@ class RayCluster:
         proc, driver, self.proc, self.driver = self.proc, self.driver, None, None
         if proc is not None:
             self._stop_driver(proc, driver)
+        self._close_slices()
         if self.existing:
             if self.left_behind is not None:
                 self.left_behind = {"placement_groups": self._count_left()}

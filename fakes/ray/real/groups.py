@@ -21,14 +21,16 @@ class RayGroups:
             else self.cfg.get("single_node_strategy", "PACK")
 
     def bundles(self, job: Job) -> list[dict[str, float]]:
-        """One bundle per member: {"GPU": gpus_per_member or the share's fraction, "CPU": ...}."""
-        b = bundle_unit(job)
+        """One bundle per member: {"GPU": gpus_per_member or the share's fraction, "CPU": ...,
+        the accelerator type of a job that accepts one GPU model} (fakes/ray/share.py)."""
+        b = bundle_unit(job, self.ctx.fleet)
         return [dict(b) for _ in range(job.members)]
 
     def submit(self, job: Job, now: float) -> list[Event]:
         self.clock.sync(now)
         self.jobs[job.id] = self.pending[job.id] = job
         self.counters["submitted"] += 1
+        self._count_shape(job)
         labels = bundle_labels(job, self.ctx.fleet)
         self._send(op="submit", id=job.id, bundles=self.bundles(job), strategy=self.strategy(job),
                    hold_s=job.duration_s, **({"labels": labels} if labels else {}))
@@ -65,6 +67,11 @@ class RayGroups:
             return
         self.pending.pop(gid, None)
         self.running[gid] = [self.node_index.get(n, -1) for n in m["nodes"]]
+        if gid in self.partial:         # the bundles a dead raylet held are placed again
+            self._book(gid, job, self.running[gid], only=self.lost_bundles.pop(gid, set()))
+        else:
+            self._unbook(gid)
+            self._book(gid, job, self.running[gid])
         if self.partial.pop(gid, None) is not None:
             self.counters["rescheduled"] += 1
             for entry in self.node_fail_log:
@@ -104,6 +111,7 @@ class RayGroups:
 
     def _on_finished(self, m: dict[str, Any]) -> None:
         self._forget_members(m["id"])
+        self._unbook(m["id"])
         self.running.pop(m["id"], None)
         self.pending.pop(m["id"], None)
         self.jobs.pop(m["id"], None)
@@ -119,9 +127,13 @@ class RayGroups:
         nodes = self.running.pop(gid, [])
         if reason == "evicted":
             self.counters["evicted"] += 1
+            self._unbook(gid)
             still = 0
         else:       # a raylet died: its bundles wait for the GCS, the others stay reserved
             lost = set(m.get("lost", []))
+            ids = m.get("nodes") or []
+            self._unbook(gid, {self.node_index.get(ids[i], -1) for i in lost if i < len(ids)} - {-1})
+            self.lost_bundles.setdefault(gid, set()).update(lost)
             still = job.members - len(lost)
             self.partial[gid] = still
             self.running[gid] = [n for i, n in enumerate(nodes) if i not in lost]
@@ -132,6 +144,8 @@ class RayGroups:
     def _on_failed(self, m: dict[str, Any]) -> None:
         gid = m["id"]
         self._forget_members(gid)
+        self._unbook(gid)
+        self.lost_bundles.pop(gid, None)
         for held in (self.pending, self.running, self.partial, self.jobs):
             held.pop(gid, None)
         self.counters["failed"] += 1
@@ -156,10 +170,12 @@ class RayGroups:
     def _prefill_report(self, m: dict[str, Any]) -> None:
         gid = m["id"]
         if m.get("ev") == "ready" and gid in self._prefill_wanted:
-            node, _ = self.prefill[gid] = self._prefill_wanted.pop(gid)
+            node, gpus = self.prefill[gid] = self._prefill_wanted.pop(gid)
             if [self.node_index.get(n) for n in m.get("nodes", [])] != [node]:
                 self.counters["prefill_misplaced"] += 1
+            self._book(gid, None, [node], gpus=gpus)
         elif m.get("ev") in ("finished", "failed", "lost"):
+            self._unbook(gid)
             self.prefill.pop(gid, None)
             self._prefill_wanted.pop(gid, None)
 
@@ -172,6 +188,7 @@ class RayGroups:
         if job is None or job_id not in self.running or job_id in self.partial:
             return self._take()
         self._forget_members(job_id)
+        self._unbook(job_id)
         self.running.pop(job_id)
         self.pending[job_id] = job
         self.counters["restarted"] += 1

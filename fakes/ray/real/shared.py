@@ -35,6 +35,8 @@ class RayShared:
         job = self.expected.get(gid)
         if job is None:
             return
+        if gid not in self.group_of:
+            self._count_shape(job)              # first seen: it has arrived
         if gid in self.running and self.group_of.get(gid) != m["pg"]:   # its owner created it again
             self._lost_shared(gid, t, "recreated")
         self.group_of[gid] = m["pg"]
@@ -46,6 +48,7 @@ class RayShared:
                 self._lost_shared(gid, t, state.lower())
             self.jobs[gid] = self.pending[gid] = job
         elif gid in self.jobs:                  # REMOVED, or GONE from the table
+            self._unbook(gid)
             since = self.admitted_at.pop(gid, None) if gid in self.running else None
             for held in (self.pending, self.running, self.jobs):
                 held.pop(gid, None)
@@ -61,11 +64,13 @@ class RayShared:
         self.running[gid] = [self.node_index.get(n, -1) for n in m["nodes"]]
         self.admitted_at[gid] = t
         self._first_ready(gid, t, m)
+        self._book(gid, job, self.running[gid])
         self._emit(t, gid, Kind.ADMITTED, job.members, nodes=tuple(n for n in self.running[gid] if n >= 0))
         self._emit(t, gid, Kind.STARTED, job.members)
         self._emit(t, gid, Kind.READY)
 
     def _lost_shared(self, gid: int, t: float, reason: str) -> None:
+        self._unbook(gid)
         self.running.pop(gid, None)
         self.admitted_at.pop(gid, None)
         self.counters["evicted"] += 1

@@ -79,6 +79,7 @@ class RayUsage:
             "placement_group_prefix": pg_prefix(self.label),
             **({"role": "observe", "gcs_poll_s": POLL_S,
                 "removed_unfinished": self.removed_unfinished} if self.role == "observe" else {}),
+            **({"gpu_slices": self.slice_figures()} if self.slices is not None else {}),
             "errors": self.errors[-10:],
             **self.readiness.figures(),
             # the GCS's own scheduling latency of every created group, summed: its busy time
