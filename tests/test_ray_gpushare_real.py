@@ -15,9 +15,17 @@ fakes/ray/fakelets/book.py):
 - no GPU holds more than 1.0.
 On raylets the GPU of each bundle is read back from a task run inside it (ray.get_gpu_ids()); on
 fakelets from the fakelets' books. The two kinds must agree group by group.
+
+Then GPU models and the run's gpu_sharing block, through `gangstorm run --backend real` on each
+kind: four nodes of two GPUs, two t4 and two v100m32 (both fraction pools, so only the model keeps
+a job off a node), and five jobs held for the whole run (MODEL_JOBS). Jobs of one model ask for
+Ray's accelerator type, the job of two models for a label selector in(); each must land only on its
+models' nodes, the last must wait, and summary.json's gpu_sharing must be the figures worked out
+by hand beside EXPECTED_SHARING.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -30,6 +38,9 @@ from fakes.ray.fleet import REPO, RayFleet, node_resource
 from fakes.real.procs import session_pids
 from loadgen.model.fleet import Fleet, NodePool
 from loadgen.model.gpushare import Sharing
+from loadgen.input.traces import export_jsonl
+from loadgen.model.job import Job
+from support.ray_cluster import _started_here, gangstorm, run
 from support.ray_fleet import ray_or_fail
 
 pytestmark = pytest.mark.real
@@ -155,3 +166,114 @@ def test_real_raylets_place_fractions_on_one_best_fitting_gpu(results):
 def test_fakelets_place_every_group_as_the_raylets_did(results):
     assert results["fakelet"] == results["raylet"]
     no_gpu_over_one(results["fakelet"])
+
+
+# -- GPU models and the gpu_sharing block of a whole run --------------------------------------------
+MODEL_SCENARIO = """\
+name: ray-gpu-models
+seed: 1
+warmup_h: {warmup_h}
+drain_h: {drain_h}
+sample_every_s: 1
+fleet:
+  nodes: 4
+  gpus_per_node: 2
+  cpus_per_node: 2
+  leaf_size: 4
+  pools:
+    t4: {{fraction: 0.5, gpu_model: t4, sharing: fraction}}
+    v100: {{fraction: 0.5, gpu_model: v100m32, sharing: fraction}}
+schedulers_enabled: [ray]
+schedulers:
+  ray: {{nodes: {kind}, single_node_strategy: PACK, multi_node_strategy: STRICT_SPREAD}}
+workload:
+  trace: {trace}
+  classes:      # not used (the trace replaces the generator), but checked against the fleet
+    c: {{share: 1.0, shapes: [{{members: 1, gpus: 1}}], duration_s: {{median: 60}}}}
+"""
+T4, V100 = {0, 1}, {2, 3}                # node indices of each pool
+# The window is [warm-up, the last arrival] (loadgen/input/plan.py RunPlan.window): jobs 0-4 arrive in
+# the first 4 s and are placed (or wait) before it opens at 10 s; job 5 only closes it at 20.5 s,
+# after the last sample in it (20 s), and waits too.
+WARMUP_S, LAST_S, DRAIN_S = 10.0, 20.5, 1.5
+
+
+def model_job(i: int, members: int, gpus: int, share: str, spec: str, at: float | None = None) -> Job:
+    return Job(id=i, tenant="t", queue="q", cls="c", members=members, gpus_per_member=gpus, duration_s=3600.0,
+               submit_s=float(i) if at is None else at, min_available=members, share=share, gpu_spec=spec)
+
+
+MODEL_JOBS = [
+    model_job(0, 2, 2, "", "v100m32"),            # a gang of two 2-GPU members: both v100 nodes, whole
+    model_job(1, 1, 1, "milli:500", "t4"),        # half a t4 GPU
+    model_job(2, 1, 1, "milli:500", "t4"),        # the other t4 node (the GCS takes the emptiest)
+    model_job(3, 1, 1, "", "v100m32|t4"),         # either model: the v100s are full, so a t4's idle GPU
+    model_job(4, 1, 1, "milli:300", "v100m32"),   # fits the free t4 capacity, but not its model: waits
+    model_job(5, 1, 1, "milli:100", "v100m32", at=LAST_S),   # the end of the window; waits as well
+]
+# By hand, with E the node of job 3 and O the other t4 node (the same figures either way round):
+# held: 4 whole v100 GPUs + 0.5 + 0.5 + 1 whole t4 GPU = 6 of 8 GPUs, a fraction's memory = its compute.
+# free: E 0.5 (GPU 0, beside job 1 or 2; GPU 1 is job 3's), O 1.5 (0.5 on GPU 0, GPU 1 idle); v100s 0.
+# fragmentation (ATC '23, the five arrived shapes, 1/5 each, jobs 1 and 2 being one shape of 2/5):
+#   ("", 2 GPUs, v100m32): no v100 has two idle GPUs, all 2.0 free is unusable    -> 2.0
+#   (milli:500, t4): fits every free t4 GPU                                        -> 0
+#   ("", 1 GPU, v100m32|t4): O's idle GPU serves, its GPU 0's 0.5 and E's 0.5 do not -> 1.0
+#   (milli:300, v100m32): no free v100, all 2.0 unusable                           -> 2.0
+#   (2.0 + 0 + 1.0 + 2.0) / 5 = 1.0 GPU of 8
+# stranded: the partly used GPUs' free part no pending member (job 4: v100 only) can use: 0.5 + 0.5
+EXPECTED_SHARING = {"allocation_ratio": 0.75, "allocation_ratio_memory": 0.75, "fragmentation_ratio": 0.125,
+                    "stranded_ratio": 0.125, "whole_gpus_ratio": 0.625}
+
+
+@pytest.fixture(scope="module", params=["raylet", "fakelet"])
+def model_run(request, tmp_path_factory):
+    ray_or_fail()
+    kind = request.param
+    tmp = tmp_path_factory.mktemp(f"models-{kind}")
+    trace = tmp / "trace.jsonl"
+    export_jsonl(MODEL_JOBS, trace)
+    scenario = tmp / "scenario.yaml"
+    scenario.write_text(MODEL_SCENARIO.format(kind=kind, trace=trace, warmup_h=WARMUP_S / 3600,
+                                              drain_h=DRAIN_S / 3600))
+    out = tmp / "run"
+    env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp)}      # marks every process the run starts
+    try:
+        r = run(gangstorm() + ["run", str(scenario), "--backend", "real", "--schedulers", "ray", "--time-scale", "1", "--quiet",
+                               "--out", str(out)], env, 400)
+    finally:
+        left = _started_here(tmp)
+    assert not left, f"processes left after the run: {left}"
+    assert r.returncode == 0, r.stderr[-3000:]
+    return kind, out
+
+
+def test_jobs_of_a_gpu_model_land_only_on_its_nodes(model_run):
+    kind, out = model_run
+    rows = [json.loads(line) for line in (out / "ray-real" / "gpu-slices.jsonl").read_text().splitlines()]
+    placed = defaultdict(list)
+    for r in rows:
+        placed[r["id"]].append((r["node"], tuple(r["gpus"])))
+    assert sorted(placed[0]) == [(2, (0, 1)), (3, (0, 1))]             # job 0: both v100s, two GPUs each
+    (n1, g1), (n2, g2) = placed[1] + placed[2]
+    assert {n1, n2} == T4 and g1 == g2 == (0,)                          # t4 only, one apiece, GPU 0
+    ((n3, g3),) = placed[3]
+    assert n3 in T4 and g3 == (1,)                                      # either model: a t4 node's idle GPU
+    assert 4 not in placed and 5 not in placed                         # their model has no room
+    with open(out / "jobs.csv") as f:
+        admitted = {int(r["job_id"]): r["admitted_s"] for r in csv.DictReader(f)}
+    assert [bool(admitted[i]) for i in range(6)] == [True, True, True, True, False, False]
+
+
+def test_summary_reports_gpu_sharing_as_worked_out_by_hand(model_run):
+    kind, out = model_run
+    ray = json.loads((out / "summary.json").read_text())["schedulers"]["ray"]
+    sharing = ray["gpu_sharing"]
+    print(f"{kind}: gpu_sharing {json.dumps(sharing)}")
+    assert sharing["samples"] >= 10
+    assert {k: sharing[k] for k in EXPECTED_SHARING} == EXPECTED_SHARING
+    assert ray["control_plane"]["gpu_slices"] == {"bundles": 5, "conflicts": 0}
+    if kind == "fakelet":       # the fakelets' books hold what the ledger says: 6 GPUs in bundles
+        with open(out / "timeseries.csv") as f:
+            held = [float(r["cp_slice_gpus_held"]) for r in csv.DictReader(f)
+                    if WARMUP_S <= float(r["t"]) <= LAST_S and r.get("cp_slice_gpus_held")]
+        assert held and set(held) == {6.0}
