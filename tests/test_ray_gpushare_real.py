@@ -225,16 +225,21 @@ EXPECTED_SHARING = {"allocation_ratio": 0.75, "allocation_ratio_memory": 0.75, "
                     "stranded_ratio": 0.125, "whole_gpus_ratio": 0.625}
 
 
-@pytest.fixture(scope="module", params=["raylet", "fakelet"])
-def model_run(request, tmp_path_factory):
-    ray_or_fail()
-    kind = request.param
-    tmp = tmp_path_factory.mktemp(f"models-{kind}")
+def write_model_scenario(tmp, kind: str):
     trace = tmp / "trace.jsonl"
     export_jsonl(MODEL_JOBS, trace)
     scenario = tmp / "scenario.yaml"
     scenario.write_text(MODEL_SCENARIO.format(kind=kind, trace=trace, warmup_h=WARMUP_S / 3600,
                                               drain_h=DRAIN_S / 3600))
+    return scenario
+
+
+@pytest.fixture(scope="module", params=["raylet", "fakelet"])
+def model_run(request, tmp_path_factory):
+    ray_or_fail()
+    kind = request.param
+    tmp = tmp_path_factory.mktemp(f"models-{kind}")
+    scenario = write_model_scenario(tmp, kind)
     out = tmp / "run"
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp)}      # marks every process the run starts
     try:
@@ -277,3 +282,13 @@ def test_summary_reports_gpu_sharing_as_worked_out_by_hand(model_run):
             held = [float(r["cp_slice_gpus_held"]) for r in csv.DictReader(f)
                     if WARMUP_S <= float(r["t"]) <= LAST_S and r.get("cp_slice_gpus_held")]
         assert held and set(held) == {6.0}
+
+
+def test_the_twin_reads_gpu_spec_alike_and_reports_the_same_figures(tmp_path):
+    """The simulated Ray (fakes/ray/sim.py) on the same scenario: any listed model, the same block."""
+    r = run(gangstorm() + ["run", str(write_model_scenario(tmp_path, "raylet")), "--backend", "sim",
+                           "--schedulers", "ray", "--quiet", "--out", str(tmp_path / "run")], dict(os.environ), 120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ray = json.loads((tmp_path / "run" / "summary.json").read_text())["schedulers"]["ray"]
+    assert {k: ray["gpu_sharing"][k] for k in EXPECTED_SHARING} == EXPECTED_SHARING
+    assert ray["jobs"]["admitted"] == 4 and ray["jobs"]["pending_at_end"] == 2
