@@ -60,7 +60,7 @@ class RaySlices:
                 continue
             self.slice_counts["bundles"] += 1
             if share.is_whole:
-                if int(self.slices.idle_whole()[n]) < whole:
+                if int((self.slices.idle[n] & self.slices.whole_ok[n]).sum()) < whole:   # this node's row only
                     self._slice_conflict(owner, n, share.text)
                     continue
                 ks = self.slices.take_whole(owner, n, whole)
