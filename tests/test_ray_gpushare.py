@@ -138,7 +138,8 @@ def test_gpu_models_become_the_accelerator_type_or_a_label_selector_of_several()
     assert bundle_unit(several, fleet) == {"GPU": 2.0}
     assert bundle_labels(several, fleet) == {"nvidia.com/gpu.product": "in(v100m32,t4)"}
     # beside whole-GPU pools a slice also keeps to fraction nodes; without pools gpu_spec is ignored (as the twin)
-    mixed = Fleet(nodes=4, gpus_per_node=2, pools=(NodePool("w", 2, "t4"), NodePool("f", 2, "v100m32", Sharing("fraction"))))
+    mixed = Fleet(nodes=4, gpus_per_node=2,
+                  pools=(NodePool("w", 2, "t4"), NodePool("f", 2, "v100m32", Sharing("fraction"))))
     assert bundle_labels(job(members=1, gpus_per_member=1, share="milli:250", gpu_spec="t4|v100m32"), mixed) == \
         {"gangstorm.io/gpu-sharing": "fraction", "nvidia.com/gpu.product": "in(t4,v100m32)"}
     plain = Fleet(nodes=4, gpus_per_node=2)

@@ -36,9 +36,9 @@ import pytest
 
 from fakes.ray.fleet import REPO, RayFleet, node_resource
 from fakes.real.procs import session_pids
+from loadgen.input.traces import export_jsonl
 from loadgen.model.fleet import Fleet, NodePool
 from loadgen.model.gpushare import Sharing
-from loadgen.input.traces import export_jsonl
 from loadgen.model.job import Job
 from support.ray_cluster import _started_here, gangstorm, run
 from support.ray_fleet import ray_or_fail
@@ -243,8 +243,8 @@ def model_run(request, tmp_path_factory):
     out = tmp / "run"
     env = {**os.environ, "GANGSTORM_CLUSTERS_DIR": str(tmp)}      # marks every process the run starts
     try:
-        r = run(gangstorm() + ["run", str(scenario), "--backend", "real", "--schedulers", "ray", "--time-scale", "1", "--quiet",
-                               "--out", str(out)], env, 400)
+        r = run(gangstorm() + ["run", str(scenario), "--backend", "real", "--schedulers", "ray", "--time-scale", "1",
+                               "--quiet", "--out", str(out)], env, 400)
     finally:
         left = _started_here(tmp)
     assert not left, f"processes left after the run: {left}"
