@@ -1,5 +1,9 @@
 """Simulated slurmctld: the batch-job path (submit RPC, background pass, scheduling agent), cycles
 that hold the locks, backfill, priority without SlurmDBD, --switches, --requeue."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -255,3 +259,24 @@ def test_earliest_is_the_long_way_on_random_times_with_many_ties(nodes):
         times[rng.permutation(nodes)[: rng.integers(0, nodes)]] = float(rng.integers(0, 5))   # free now
         m = min(nodes, int(rng.integers(1, 65 if rng.random() < 0.5 else nodes + 1)))   # gangs are small
         assert earliest(times, m).tolist() == _earliest_long_way(times.tolist(), m)
+
+
+_RESERVE_ON_TIED_TIMES = """
+import hashlib, numpy as np
+from fakes.slurm.sim import earliest
+rng, h = np.random.default_rng(3), hashlib.sha256()
+for m in range(1, 65):
+    times = rng.integers(0, 30, 10_000).astype(float)      # gangs: many nodes free up at one instant
+    h.update(earliest(times, m).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_reserved_nodes_are_the_same_on_every_numpy_dispatch_path():
+    # numpy picks AVX-512, AVX2 or baseline routines at start-up; np.argpartition's choice among
+    # equal times differs between them (on a CPU without AVX-512 some of these runs coincide)
+    def run(disabled: str) -> str:
+        env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disabled}
+        return subprocess.run([sys.executable, "-c", _RESERVE_ON_TIED_TIMES], env=env, check=True,
+                              capture_output=True, text=True).stdout
+    assert run("") == run("X86_V4 AVX512_ICL") == run("X86_V3 X86_V4 AVX512_ICL")
