@@ -1,5 +1,9 @@
 """Simulated slurmctld: the batch-job path (submit RPC, background pass, scheduling agent), cycles
 that hold the locks, backfill, priority without SlurmDBD, --switches, --requeue."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -228,3 +232,51 @@ def test_a_reservation_takes_the_earliest_nodes_and_the_lowest_index_among_equal
     assert sorted(earliest(times, 5)) == [1, 2, 4, 5, 6]
     assert sorted(earliest(times, 7)) == [0, 1, 2, 3, 4, 5, 6]
     assert sorted(earliest(np.full(10_000, 7.0), 4)) == [0, 1, 2, 3]
+
+
+def _earliest_long_way(times, m):
+    return sorted(range(len(times)), key=lambda i: (times[i], i))[:m]
+
+
+def test_among_equal_times_a_reservation_takes_the_lowest_node_indices():
+    # two gangs end at 5.0 (nodes 2, 7, 9, 12 and 0, 4, 30), one at 3.0; 9 free nodes (now = 1.0)
+    times = np.full(40, 8.0)
+    times[[2, 7, 9, 12, 0, 4, 30]] = 5.0
+    times[[3, 25]] = 3.0
+    times[[1, 5, 6, 8, 10, 11, 13, 14, 15]] = 1.0
+    times[[16, 20]] = np.inf
+    for m in range(1, 39):
+        assert earliest(times, m).tolist() == _earliest_long_way(times, m)
+    assert earliest(times, 14).tolist() == [1, 5, 6, 8, 10, 11, 13, 14, 15, 3, 25, 0, 2, 4]
+
+
+@pytest.mark.parametrize("nodes", [3, 50, 10_000])
+def test_earliest_is_the_long_way_on_random_times_with_many_ties(nodes):
+    rng = np.random.default_rng(nodes)
+    for _ in range(60):
+        times = rng.integers(0, rng.integers(1, 40), nodes).astype(float)   # few distinct times
+        times[rng.random(nodes) < rng.random() * 0.5] = np.inf                # down or reserved
+        times[rng.permutation(nodes)[: rng.integers(0, nodes)]] = float(rng.integers(0, 5))   # free now
+        m = min(nodes, int(rng.integers(1, 65 if rng.random() < 0.5 else nodes + 1)))   # gangs are small
+        assert earliest(times, m).tolist() == _earliest_long_way(times.tolist(), m)
+
+
+_RESERVE_ON_TIED_TIMES = """
+import hashlib, numpy as np
+from fakes.slurm.sim import earliest
+rng, h = np.random.default_rng(3), hashlib.sha256()
+for m in range(1, 65):
+    times = rng.integers(0, 30, 10_000).astype(float)      # gangs: many nodes free up at one instant
+    h.update(earliest(times, m).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_reserved_nodes_are_the_same_on_every_numpy_dispatch_path():
+    # numpy picks AVX-512, AVX2 or baseline routines at start-up; np.argpartition's choice among
+    # equal times differs between them (on a CPU without AVX-512 some of these runs coincide)
+    def run(disabled: str) -> str:
+        env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disabled}
+        return subprocess.run([sys.executable, "-c", _RESERVE_ON_TIED_TIMES], env=env, check=True,
+                              capture_output=True, text=True).stdout
+    assert run("") == run("X86_V4 AVX512_ICL") == run("X86_V3 X86_V4 AVX512_ICL")

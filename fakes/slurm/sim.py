@@ -59,15 +59,22 @@ from loadgen.model.target import TargetContext
 
 Work = Callable[..., "tuple[float, Callable[[float], None] | None]"]
 LOTS_OF_AGENTS_CNT = 50     # src/slurmctld/agent.h: above this many agents an epilog defers to the background pass
+SAMPLE_STRIDE = 8           # earliest(): every 8th time bounds the m earliest
 
 
 def earliest(times: np.ndarray, m: int) -> np.ndarray:
-    """Indices of the m earliest times, ties going to the lowest index. np.argpartition's choice
-    among equal times depends on the SIMD path numpy picks for the CPU (AVX-512 or not), so a seed
-    would reserve different nodes on different machines."""
-    kth = np.partition(times, m - 1)[m - 1]
-    below = np.flatnonzero(times < kth)
-    return np.concatenate((below, np.flatnonzero(times == kth)[: m - len(below)]))
+    """Indices of the m earliest times, in the order of a stable sort by (time, node index): among
+    equal times the lowest index first. Defined so, a seed reserves the same nodes on every CPU
+    (np.argpartition's choice among equal times depends on the SIMD routine numpy dispatches to).
+
+    The m-th smallest of every SAMPLE_STRIDE-th time bounds the answer from above (those m sampled
+    times are themselves at most that), so only the times up to it are sorted: about
+    SAMPLE_STRIDE x m of the fleet's nodes instead of all of them."""
+    sample = times[::SAMPLE_STRIDE]
+    if len(sample) < m:
+        return np.argsort(times, kind="stable")[:m]
+    near = np.flatnonzero(times <= np.partition(sample, m - 1)[m - 1])
+    return near[np.argsort(times[near], kind="stable")[:m]]
 
 
 def _whole_s(t0: float, t1: float) -> int:
@@ -582,7 +589,7 @@ class SimSlurm(SlurmTraits, SimTarget):
                 continue
             free_at = np.where(whole, now, busy_until)     # inf: down or reserved
             idx = earliest(free_at, m)
-            start = math.ceil(float(free_at[idx].max()) / res) * res
+            start = math.ceil(float(free_at[idx[-1]]) / res) * res
             if start <= now + window:
                 bp.reserved_from[idx] = start
                 bp.reserved_min = min(bp.reserved_min, start)
