@@ -9,20 +9,22 @@ so two fit the GPU at once), each --duration s long, all submitted at t = 0. vc-
 klog -v=3, so every filter of a pending pod logs the books it reads for the GPU ("Current Device"
 ... UsedCores, pkg/scheduler/api/devices/nvidia/vgpu/utils.go checkNodeGPUSharingPredicateAndScore).
 Written to --out: one JSON line of figures, then a timeline (seconds from the first submit) of the
-device plugin's reports, admissions, completions, the cores gangstorm read back as held (the pods'
-volcano.sh/vgpu-ids-new) and the cores the scheduler's books held when it last filtered.
+fake device plugin's reports, every change of the Node (from a watch: each one makes the scheduler
+rebuild the node's books), admissions, completions, the cores gangstorm read back as held (the
+pods' volcano.sh/vgpu-ids-new) and the cores the scheduler's books held when it last filtered.
 
 What v1.14.1's code predicts (docs/gpu-sharing.md, "## Volcano"): a placed share is booked twice
 (Allocate's TryAddPod and the informer's AddPod), a finished one gives one booking back, and the
-rest goes only when a Node event rebuilds the books; so jobs are admitted in pairs at the reports,
-and the last admission comes about (jobs/2 - 1) x report_s after the first. With correct books the
-pairs would follow each other every --duration s.
+rest goes only when a Node event rebuilds the books; so between two reports the GPU takes one
+GPU's worth of new shares (two 500s) however soon they end, and the last admission comes about
+(jobs/2 - 1) x report_s after the first. With correct books a pair would follow every --duration s.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from fakes.kube.listwatch import ListWatch  # noqa: E402
 from fakes.volcano import vgpu  # noqa: E402
 from fakes.volcano.target import RealVolcano  # noqa: E402
 from loadgen.model.events import Kind  # noqa: E402
@@ -44,6 +47,38 @@ KLOG = re.compile(r"^[IWE](\d{4}) (\d\d:\d\d:\d\d\.\d{6})\s+\d+ \S+\] (.*)$")
 BOOKS = re.compile(r'"Current Device" Index=(\d+) TotalMemory=\d+ UsedMemory=(\d+) UsedCores=(\d+) replicate=(\w+)')
 REFUSED = "not enough gpu fitted on this node"
 NO_ANNOTATION = "has no annotation volcano.sh/devices-to-allocate"
+
+
+class NodeWatch(ListWatch):
+    """Every change of the Node, and what changed: each one makes vc-scheduler rebuild the node's
+    vGPU books (cache/event_handlers.go UpdateNode -> SyncNode -> NodeInfo.SetNode)."""
+
+    def __init__(self, api, clock):
+        super().__init__("node-watch")
+        self.api, self.clock = api, clock
+        self.last: dict[str, dict] = {}
+        self.changes: list[tuple[float, str]] = []
+
+    def relist(self) -> str:
+        body = json.loads(self.api.list_node(_preload_content=False, _request_timeout=(10, 60)).data)
+        for item in body["items"]:
+            self.last[item["metadata"]["name"]] = item
+        return body["metadata"]["resourceVersion"]
+
+    def watch(self, rv: str):
+        return self.api.list_node(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=60,
+                                  _preload_content=False, _request_timeout=(10, 90))
+
+    def on_event(self, typ: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        old, self.last[name] = self.last.get(name, {}), obj
+        if typ != "MODIFIED" or not old:
+            return
+        was, cur = old["metadata"].get("annotations", {}), obj["metadata"].get("annotations", {})
+        what = [f"{k}={cur.get(k, '')[:40]}" for k in sorted(set(was) | set(cur)) if was.get(k) != cur.get(k)]
+        what += [part for part in ("spec", "status") if old.get(part) != obj.get(part)]
+        what += ["labels"] if old["metadata"].get("labels") != obj["metadata"].get("labels") else []
+        self.changes.append((self.clock(), ", ".join(what) or "resourceVersion only"))
 
 
 def klog_epoch(mmdd: str, hms: str) -> float:
@@ -69,9 +104,10 @@ def scheduler_log(path: Path, t0_epoch: float) -> tuple[list[tuple[float, int, i
     return readings, counts
 
 
-def timeline(reports, events, held, readings) -> list[str]:
+def timeline(reports, node_changes, events, held, readings) -> list[str]:
     """Merge everything into lines "t  what", collapsing repeated book readings."""
-    rows = [(t, 0, "device plugin reports (Node patched: the scheduler rebuilds the node's books)") for t in reports]
+    rows = [(t, 0, "fake device plugin reports") for t in reports]
+    rows += [(t, 0, f"Node changed ({what})") for t, what in node_changes]
     for e in events:
         if e.kind in (Kind.ADMITTED, Kind.FINISHED):
             rows.append((e.t, 1, f"job {e.job_id} {e.kind.value}"))
@@ -84,10 +120,10 @@ def timeline(reports, events, held, readings) -> list[str]:
     return [f"{t:8.2f}  {what}" for t, _, what in sorted(rows)]
 
 
-def batches(times: list[float], gap_s: float = 1.0) -> list[float]:
-    """Start of each burst of admissions (admissions closer than gap_s belong together)."""
-    ts = sorted(times)
-    return [t for i, t in enumerate(ts) if i == 0 or t - ts[i - 1] > gap_s]
+def between_reports(times: list[float], reports: list[float]) -> list[int]:
+    """Admissions before the first report, between each two reports, and after the last."""
+    edges = [float("-inf"), *reports, float("inf")]
+    return [sum(lo <= t < hi for t in times) for lo, hi in zip(edges, edges[1:])]
 
 
 def main() -> int:
@@ -98,6 +134,7 @@ def main() -> int:
     p.add_argument("--duration", type=float, default=2.0, help="seconds each job runs once Ready")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", type=Path, help="write the figures and the timeline here (default: stdout)")
+    p.add_argument("--keep", action="store_true", help="keep the run directory (vc-scheduler's log) and say where")
     a = p.parse_args()
     fleet = Fleet(nodes=1, gpus_per_node=1, pools=(NodePool("frac", 1, "h100-80gb", Sharing("fraction"), 1),))
     run_dir = Path(tempfile.mkdtemp(prefix="gangstorm-vgpu-books-"))
@@ -117,6 +154,9 @@ def main() -> int:
             patch(name, body)
             reports.append(now())
         target.handshake.patch = recorded
+        from kubernetes import client
+        nodes = NodeWatch(client.CoreV1Api(client.ApiClient(target.api.api_client.configuration)), now)
+        nodes.start()
         events = []
         for i in range(1, a.jobs + 1):
             events += target.submit(Job(id=i, tenant="t", queue="q-t", cls="small", members=1, gpus_per_member=1,
@@ -132,11 +172,15 @@ def main() -> int:
             if sum(e.kind == Kind.FINISHED for e in events) >= a.jobs:
                 break
             time.sleep(0.05)
+        nodes.stop()
         readings, counts = scheduler_log(run_dir / "volcano" / "vc-scheduler.log", t0_epoch)
     finally:
         target.stop()
+        if a.keep:
+            print(f"run directory: {run_dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
     admitted = sorted(e.t for e in events if e.kind == Kind.ADMITTED)
-    starts = batches(admitted)
     # books the filter read while gangstorm's read-back held nothing: shares no pod holds any more
     idle_books = [c for t, c, _ in readings if next((h for ht, h in reversed(held) if ht <= t), 0) == 0]
     figures = {
@@ -144,11 +188,10 @@ def main() -> int:
         "admitted": len(admitted), "finished": sum(e.kind == Kind.FINISHED for e in events),
         "first_admission_s": round(admitted[0], 2) if admitted else None,
         "last_admission_s": round(admitted[-1], 2) if admitted else None,
-        "admission_bursts": len(starts),
-        "burst_starts_s": [round(t, 1) for t in starts],
-        "mean_gap_between_bursts_s": round((starts[-1] - starts[0]) / (len(starts) - 1), 1)
-        if len(starts) > 1 else None,
         "reports": len(reports), "report_times_s": [round(t, 1) for t in reports],
+        "admitted_between_reports": between_reports(admitted, reports),
+        "node_changes": len(nodes.changes), "node_change_times_s": [round(t, 1) for t, _ in nodes.changes],
+        "admitted_between_node_changes": between_reports(admitted, [t for t, _ in nodes.changes]),
         "filter_readings": len(readings), "max_books_cores": max((c for _, c, _ in readings), default=None),
         "max_books_cores_while_nothing_held": max(idle_books, default=None),
         "max_read_back_cores": max((c for _, c in held), default=None),
@@ -156,11 +199,13 @@ def main() -> int:
         "volcano": target.figures.get("volcano_version"),
     }
     lines = [json.dumps(figures), "", "timeline (s from the first submit):",
-             *timeline(reports, events, held, readings)]
+             *timeline(reports, nodes.changes, events, held, readings)]
     text = "\n".join(lines) + "\n"
     if a.out:
         a.out.write_text(text)
-    print(json.dumps(figures))
+        print(json.dumps(figures))
+    else:
+        print(text, end="")
     return 0 if len(admitted) == a.jobs else 1
 
 
