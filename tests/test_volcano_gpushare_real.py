@@ -66,11 +66,12 @@ def test_milli_shares_land_on_gpus_and_never_exceed_one(volcano):
     assert order[0][0] == order[1][0] and order[2][0] == order[3][0] != order[0][0], order
     assert [g for _, g in order] == [1, 0, 1, 0], order
 
-    # A fifth 600 cannot fit anywhere; a 400 fits exactly beside a 600 (1000 milli). Observed on
-    # v1.14.1: deviceshare refuses these exact fits for ~20 s ("not enough gpu fitted on this
-    # node") and then takes only some of them (2 of 4 in the run that found it): its vGPU books
-    # count a GPU fuller than it is after a bind (docs/gpu-sharing.md, "## Volcano"). So: at least
-    # two 400s, each on a GPU that then holds exactly 1000 milli, and never the fifth 600.
+    # A fifth 600 cannot fit anywhere; a 400 fits exactly beside a 600 (1000 milli). On v1.14.1
+    # deviceshare refuses these exact fits ("not enough gpu fitted on this node") until the next
+    # device-plugin report rebuilds the node's vGPU books, and then takes only some of them (2 of
+    # 4 in the run that found it): it books each bound share twice, once at Allocate and once when
+    # the informer brings the pod back (docs/gpu-sharing.md, "## Volcano"). So: at least two
+    # 400s, each on a GPU that then holds exactly 1000 milli, and never the fifth 600.
     d.submit(share_job(5, "milli:600", d.now()))
     for i in range(6, 10):
         d.submit(share_job(i, "milli:400", d.now()))

@@ -10,6 +10,12 @@ takes is the scheduler's device-level choice, `pick`:
   "best"   the fitting GPU with the least free left after it (best fit: Ray's raylet for a
            fractional demand, binpacking device policies)
   "worst"  the fitting GPU with the most free left (spread device policies)
+
+A scheduler may also book more than is held: `stale_milli` per GPU, what it still counts beyond
+the holdings until it rebuilds its books (Volcano v1.14.1's vGPU books, fakes/volcano/sim.py). The
+scheduler's questions and choices (gpu_fits, node_fits, place, take_whole, idle_whole) count it;
+the measures (fragmentation, stranded, figures) see only what is held, as a real run's read-back
+does. Nothing is booked unless a scheduler asks, so every other twin is unchanged.
 """
 from __future__ import annotations
 
@@ -56,14 +62,18 @@ class SliceState:
         self.allocated_memory = 0.0
         self.capacity = float(self.exists.sum())
         self._sizes: dict[GpuShare, float] = {}
+        self.stale_milli = np.zeros((n, g), dtype=np.int32)
+        self.any_stale = False
 
     # --- questions ---------------------------------------------------------------------------
-    def gpu_fits(self, share: GpuShare) -> np.ndarray:
-        """(nodes, gpus) where one member of `share` fits right now."""
+    def gpu_fits(self, share: GpuShare, booked: bool = True) -> np.ndarray:
+        """(nodes, gpus) where one member of `share` fits right now: by the scheduler's books
+        (`booked`, stale bookings count), or by what is held only."""
+        stale = booked and self.any_stale
         if share.kind == "whole":
-            return self.idle & self.whole_ok
+            return self.idle & self.whole_ok & (self.stale_milli == 0) if stale else self.idle & self.whole_ok
         if share.kind == "milli":
-            return self.free_milli >= share.amount
+            return self.free_milli - self.stale_milli >= share.amount if stale else self.free_milli >= share.amount
         if share.kind == "shards":
             return self.free_shards >= share.amount
         fit = self.mig_fit.get(share.profile)
@@ -83,8 +93,12 @@ class SliceState:
         return ok if mask is None else ok & mask
 
     def idle_whole(self) -> np.ndarray:
-        """Idle GPUs per node that a whole-GPU member may take (0 on MIG nodes)."""
-        return (self.idle & self.whole_ok).sum(axis=1).astype(np.int16)
+        """Idle GPUs per node that a whole-GPU member may take (0 on MIG nodes), by the books."""
+        return self.gpu_fits(GpuShare()).sum(axis=1).astype(np.int16)
+
+    def idle_whole_at(self, node: int) -> int:
+        free = self.idle[node] & self.whole_ok[node]
+        return int((free & (self.stale_milli[node] == 0)).sum() if self.any_stale else free.sum())
 
     def size_of(self, share: GpuShare) -> float:
         """GPUs one slice of `share` takes by compute, on the first pool that can hold it (1 for a
@@ -127,7 +141,7 @@ class SliceState:
 
     def take_whole(self, owner: int, node: int, gpus: int) -> list[int]:
         """`gpus` idle GPUs of `node` for a whole-GPU member, lowest index first."""
-        free = np.flatnonzero(self.idle[node] & self.whole_ok[node])[:gpus]
+        free = np.flatnonzero(self.gpu_fits(GpuShare())[node])[:gpus]
         assert len(free) == gpus, f"node {node}: {gpus} idle GPUs asked, {len(free)} there"
         return [self.place(owner, node, GpuShare(), "first") for _ in range(gpus)]
 
@@ -146,6 +160,20 @@ class SliceState:
         else:
             self.holdings.pop(owner, None)
         return len(gone)
+
+    def book_stale(self, node: int, k: int, milli: int) -> None:
+        """The scheduler books `milli` more on GPU k of `node` than is held there, until clear_stale."""
+        self.stale_milli[node, k] += milli
+        self.any_stale = True
+
+    def clear_stale(self) -> list[int]:
+        """The scheduler rebuilt its books from the holdings; returns the nodes whose books changed."""
+        if not self.any_stale:
+            return []
+        nodes = np.flatnonzero(self.stale_milli.any(axis=1))
+        self.stale_milli[nodes] = 0
+        self.any_stale = False
+        return [int(n) for n in nodes]
 
     def _account(self, node: int, k: int, slot: Slot, sign: int) -> None:
         led = self.ledgers[node][k]
@@ -191,7 +219,7 @@ class SliceState:
                 # usable node: only its idle GPUs serve the member; partial GPUs are fragments
                 frag = np.where(usable, free_node - whole_idle, free_node)
             else:
-                fit = self.gpu_fits(share)
+                fit = self.gpu_fits(share, booked=False)
                 if mask is not None:
                     fit = fit & mask[:, None]
                 frag = np.where(fit, 0.0, free).sum(axis=1)
@@ -208,7 +236,7 @@ class SliceState:
             share = parse_share(text)
             if share.is_whole:
                 continue          # a whole-GPU member uses idle GPUs only, never a partly used one
-            fit = self.gpu_fits(share)
+            fit = self.gpu_fits(share, booked=False)
             mask = self.model_mask(tuple(m for m in spec.split("|") if m))
             usable |= fit if mask is None else fit & mask[:, None]
         partial = ~self.idle & self.exists & up[:, None]

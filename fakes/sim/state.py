@@ -92,7 +92,7 @@ class ClusterState:
         self.holdings.setdefault(owner, []).append((node, gpus, cpus))
 
     def _set_free(self, node: int, before: int) -> None:
-        after = int((self.slices.idle[node] & self.slices.whole_ok[node]).sum())
+        after = self.slices.idle_whole_at(node)
         self.free_gpus[node] = after
         self._move(node, before, after)
 
@@ -138,6 +138,21 @@ class ClusterState:
         else:
             self.holdings.pop(owner, None)
         return gone
+
+    def book_stale(self, node: int, k: int, milli: int) -> None:
+        """The scheduler books `milli` on GPU k of `node` beyond what is held (SliceState.book_stale)."""
+        self.version += 1
+        before = int(self.free_gpus[node])
+        self.slices.book_stale(node, k, milli)
+        self._set_free(node, before)
+
+    def clear_stale(self) -> None:
+        """The scheduler rebuilt its books: only what is held counts again."""
+        nodes = self.slices.clear_stale() if self.slices is not None else []
+        if nodes:
+            self.version += 1
+        for n in nodes:
+            self._set_free(n, int(self.free_gpus[n]))
 
     # --- what one member of a job can use -----------------------------------------------------
     def member_fits(self, job: Job) -> bool:

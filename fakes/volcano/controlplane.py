@@ -124,10 +124,11 @@ class VolcanoControlPlane:
         period = float(self.config.get("schedule_period_s", 1) or 1)
         metrics_port = free_port()
         self.metrics_url = f"http://{LOOPBACK}:{metrics_port}/metrics"
-        common = [f"--kubeconfig={self.cluster.kubeconfig}", "--leader-elect=false", "--logtostderr=true", "-v=1"]
+        common = [f"--kubeconfig={self.cluster.kubeconfig}", "--leader-elect=false", "--logtostderr=true"]
         # Each component's own client limits, as the simulated Volcano uses them (scheduler: binds;
         # job controller: PodGroups, pods and job status).
-        sched = [bins["vc-scheduler"], *common, *_client(self.config, "api_qps", "api_burst", 2000, 2000),
+        sched = [bins["vc-scheduler"], *common, f"-v={int(self.config.get('log_verbosity', 1))}",
+                 *_client(self.config, "api_qps", "api_burst", 2000, 2000),
                  f"--scheduler-conf={conf}", f"--schedule-period={period}s",
                  "--enable-metrics=true", f"--listen-address={LOOPBACK}:{metrics_port}",
                  "--enable-healthz=true", f"--healthz-address={LOOPBACK}:{free_port()}",
@@ -135,7 +136,7 @@ class VolcanoControlPlane:
         cm_port = free_port()
         self.controller_metrics_url = f"http://{LOOPBACK}:{cm_port}/metrics"
         workers = self.config.get("controller_workers")    # None: Volcano's default (3)
-        cm = [bins["vc-controller-manager"], *common, f"--controllers={CONTROLLERS}",
+        cm = [bins["vc-controller-manager"], *common, "-v=1", f"--controllers={CONTROLLERS}",
               *_client(self.config, "controller_qps", "controller_burst", 50, 100),
               *([f"--worker-threads={int(workers)}"] if workers else []),
               "--enable-metrics=true", f"--listen-address={LOOPBACK}:{cm_port}",

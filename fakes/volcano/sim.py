@@ -34,6 +34,13 @@ only if the preemptor would then be pipelined; one evicted task restarts the who
 (PodEvicted -> RestartJob): the controller deletes its pods, its PodGroup is Pending again at the
 next session's close and the job goes round again.
 backfill only places BestEffort pods, which this workload has none of.
+vGPU books (fraction pools, `vgpu_books`): "fixed" books what is held, as Volcano does once its
+AddPod no longer counts a pod twice (upstream after v1.14.1); "v1.14.1" books as v1.14.1 does
+(docs/gpu-sharing.md, "## Volcano"): deviceshare's Allocate books each GPU it hands out on the
+node's books (TryAddPod) and the bound pod coming back through the informer books it again (AddPod);
+the pod's end gives back only the second, the first stays until a Node event rebuilds the books,
+which on a vGPU node is the device plugin's next report (every `vgpu_report_s`, all nodes at once).
+So a GPU counts a share placed since the last report twice while it runs and once after it ends.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
 from fakes.volcano.traits import VolcanoTraits
+from loadgen.model.gpushare import MILLI
 from loadgen.model.target import TargetContext
 
 FIRST_TIER = ("priority", "gang", "conformance")   # as the real backend's scheduler_conf tiers them
@@ -112,6 +120,11 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         self.deserved: dict[str, float] = {}
         self.total = self._total()                   # GPUs of the nodes up, as the session saw them
         self.session_ms: list[float] = []
+        self.stale_books = c["vgpu_books"] == "v1.14.1" and self.state.slices is not None
+        self.report_s = c["vgpu_report_s"]
+        self.rebuild_due = False
+        self.vgpu_node = np.array([self.fleet.sharing_of(i).mode == "fraction" for i in range(self.fleet.nodes)]) \
+            if self.stale_books else None
 
     def _objects(self, js: JobState) -> list[float]:
         return [self.podgroup_bytes]                 # the client creates the vcjob only
@@ -415,8 +428,10 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             return False
         if not nodes:
             return False
+        since = self._held(js)
         for n in nodes:
             self.state.take(js.job.id, n, g, c)
+        self._book_twice(js, since, bind_from)
         return self._allocated(js, nodes, bind_from)
 
     def _allocated(self, js: JobState, nodes: list[int], bind_from: float) -> bool:
@@ -463,6 +478,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         if shape in self.no_fit and self.no_fit_at == self.state.version:
             return False            # the same shape found no room this session, and nothing was placed since
         before = list(s.holdings.get(js.job.id, []))
+        since = self._held(js)
         nodes: list[int] = []
         for _ in range(todo):
             ok = np.flatnonzero(s.feasible_for(js.job))
@@ -486,7 +502,42 @@ class SimVolcano(VolcanoTraits, KubeFamily):
                     s.take(js.job.id, node, gpus, cpus, js.job.gpu_share, "best" if binpack else "worst")
                 self._count("gang_discarded")
             return False
+        self._book_twice(js, since, bind_from)
         return self._allocated(js, nodes, bind_from)
+
+    # --- v1.14.1's vGPU books ----------------------------------------------------------------------
+    def _held(self, js: JobState) -> int:
+        slices = self.state.slices
+        return len(slices.holdings.get(js.job.id, [])) if self.stale_books else 0
+
+    def _book_twice(self, js: JobState, since: int, t: float) -> None:
+        """The GPUs js took from its `since`-th on: on vGPU nodes each is booked once at Allocate
+        (vgpu/device_info.go Allocate -> utils.go checkNodeGPUSharingPredicateAndScore -> hamicore.go
+        TryAddPod, on the cache's own books: api/node_info.go Clone shares Others), which the take
+        stands for, and again when the bound pod comes back through the informer (cache
+        event_handlers.go updatePod -> node_info.go AddTask -> device_info.go AddResource -> AddPod):
+        that second booking is the stale one, from the bind on. A discarded statement's bookings
+        (its Release is a no-op) are not modelled."""
+        if not self.stale_books:
+            return
+        gpus = [(node, k, MILLI if slot.share.is_whole else slot.share.amount)
+                for node, k, slot in self.state.slices.holdings.get(js.job.id, [])[since:] if self.vgpu_node[node]]
+        if gpus:
+            self._at(t + self.write_s, self._booked_again, gpus)
+
+    def _booked_again(self, t: float, gpus: list[tuple[int, int, int]]) -> None:
+        for node, k, milli in gpus:
+            self.state.book_stale(node, k, milli)
+        if not self.rebuild_due:
+            self.rebuild_due = True
+            self._at((math.floor(t / self.report_s) + 1) * self.report_s, self._rebuild)
+
+    def _rebuild(self, t: float) -> None:
+        """The device plugin reports: every vGPU node's books are rebuilt from what its pods hold
+        (api/node_info.go setNode -> setNodeOthersResource -> vgpu.NewGPUDevices, then addResource)."""
+        self.rebuild_due = False
+        self.state.clear_stale()
+        self._changed(t)
 
     def _action_backfill(self, t: float, bind_from: float) -> list:
         return []          # places BestEffort pods only

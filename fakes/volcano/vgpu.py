@@ -127,7 +127,12 @@ def assigned(text: str) -> list[tuple[int, int, int]]:
 
 class Handshake:
     """The device plugin's side of the handshake for the vGPU nodes: every REPORT_EVERY_S, each
-    node's handshake annotation says "Reported_<now>" again (one patch per node, on `submit`)."""
+    node's handshake annotation says "Reported_<now>" again (one patch per node, on `submit`).
+
+    Each report is a Node event, and only a Node event makes v1.14.1's scheduler rebuild a node's
+    vGPU books (api/node_info.go setNode); until then every share placed since the last rebuild
+    stays booked, finished or not (docs/gpu-sharing.md, "## Volcano"). So `every_s` decides how
+    soon a GPU is usable again, as the real plugin's 30 s does on a real node."""
 
     def __init__(self, patch: Callable[[str, dict[str, Any]], None], names: list[str],
                  every_s: float = REPORT_EVERY_S):

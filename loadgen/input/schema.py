@@ -213,6 +213,12 @@ SCENARIO = {
             "vgpu_policy": Field(str, "binpack", choices=("binpack", "spread", "")),
             "vgpu_weight": Field(int, 10, lo=0),
             "vgpu_report_s": Field(NUM, 30.0, lo=0.1),
+            # the simulated Volcano's vGPU books: "fixed" (what is held) or "v1.14.1" (a share also
+            # stays booked until the next report, fakes/volcano/sim.py; docs/gpu-sharing.md)
+            "vgpu_books": Field(str, "fixed", choices=("fixed", "v1.14.1")),
+            # real backend only: vc-scheduler's klog -v; 3 logs the vGPU books every filter reads
+            # ("Current Device ... UsedCores", tools/volcano/vgpu_books.py)
+            "log_verbosity": Field(int, 1, lo=0, hi=10),
         },
         # Kueue admitting gangs in front of kube-scheduler (fakes/kueue/, docs/kueue.md)
         "kueue": {
