@@ -111,7 +111,7 @@ def test_quantiles_and_share_within_one_second():
     assert q["within_1s"] == 0.8 and q["within_0.1s"] == 0.8
 
 
-@pytest.mark.bench      # 135-155 s of real runs: `make bench-tests` (and `make ray-calibrate-fake`); CI keeps test_fidelity_real[ray]
+@pytest.mark.bench      # 135-155 s of real runs: make bench-tests; CI keeps test_fidelity_real[ray]
 def test_both_fleets_admit_every_job_of_the_same_trace(calibration):
     runs = {r["kind"]: r for r in calibration["runs"]}
     assert set(runs) == {"raylet", "fakelet"}
@@ -130,7 +130,7 @@ def test_both_fleets_admit_every_job_of_the_same_trace(calibration):
     assert runs["fakelet"]["fakelets"]["false_deaths"] == 0
 
 
-@pytest.mark.bench      # 135-155 s of real runs: `make bench-tests` (and `make ray-calibrate-fake`); CI keeps test_fidelity_real[ray]
+@pytest.mark.bench      # 135-155 s of real runs: make bench-tests; CI keeps test_fidelity_real[ray]
 def test_fakelet_admission_falls_within_the_band_measured_on_real_raylets(calibration):
     loads = {r["kind"]: r["loadavg_start"] for r in calibration["runs"]}
     assert calibration["outside_band"] == [], \
@@ -138,7 +138,7 @@ def test_fakelet_admission_falls_within_the_band_measured_on_real_raylets(calibr
         f"{calibration['outside_band']}\n{calibrate.markdown(calibration)}"
 
 
-@pytest.mark.bench      # 135-155 s of real runs: `make bench-tests` (and `make ray-calibrate-fake`); CI keeps test_fidelity_real[ray]
+@pytest.mark.bench      # 135-155 s of real runs: make bench-tests; CI keeps test_fidelity_real[ray]
 def test_neither_run_leaves_a_ray_process_behind(calibration):
     for r in calibration["runs"]:
         assert r["left_behind"] == {}, f"{r['kind']} left (and the tool killed) {r['left_behind']}"
