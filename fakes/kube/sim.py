@@ -278,7 +278,7 @@ class SimKube(KubeTraits, KubeFamily):
         clock = start = max(t, self.busy_until)
         # Attempts that cannot succeed (no node has room for one member) change nothing but the
         # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
-        horizon = self._timers[0][0] if self._timers else float("inf")
+        horizon = self._horizon()
         while self.queue or self.backoff:
             js = self._next_job()
             if js is None:
