@@ -31,10 +31,12 @@ class ImageCache:
         self.gb_pulled = 0.0
         if not spec.pulls:
             self.warm[:] = True
+            self._cold = 0
             return
         k = int(round(spec.warm_fraction * nodes))
         if k:
             self.warm[np.random.default_rng([seed, 0x1A6E]).choice(nodes, size=k, replace=False)] = True
+        self._cold = nodes - int(self.warm.sum())     # nodes not yet known warm (a node never cools)
         if spec.prepull:
             self._pull(0.0, np.flatnonzero(~self.warm).tolist())
 
@@ -59,6 +61,7 @@ class ImageCache:
             if not self.warm[n] and self.landing[n] <= t:
                 self.warm[n] = True
                 self.landing[n] = np.nan
+                self._cold -= 1
 
     def ready_at(self, t: float, nodes: Iterable[int]) -> dict[int, float]:
         """Members placed at t on `nodes` (repeats allowed): when each node's container runs."""
@@ -70,7 +73,7 @@ class ImageCache:
 
     def gang_ready_at(self, t: float, nodes: Iterable[int]) -> float:
         """The last member's container runs at this time (t itself for a gang with no nodes)."""
-        if not self.spec.pulls:          # every node holds the image: nothing to look up per node
+        if not self._cold:               # every node holds the image: nothing to look up per node
             for _ in nodes:
                 return t + self.spec.container_start_s
             return t
