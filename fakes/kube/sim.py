@@ -44,6 +44,7 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -64,6 +65,7 @@ CLIENT_MAX_RETRIES = 10
 RETRY_AFTER_S = 1.0
 BACKOFF_WINDOW_S = 1.0      # backoffQ ordering window: expiries truncated to it (SchedulerPopFromBackoffQ, on in 1.36)
 MAX_NODE_SCORE = 100
+SCORE_TABLE_CELLS = 1 << 22      # a pod shape's score table: at most 8 MiB (int16), else computed per pod
 POD_MEMORY_GIB = 1          # memory request of every gang pod the real adapter creates
 
 
@@ -124,8 +126,29 @@ class Scorer:
         if mode != "balanced_allocation":
             fit = _least_requested if mode == "least_allocated" else _most_requested
             self.fit = {r: fit(rq, cap) * (gpu_weight if r == "gpu" else 1) for r, (rq, cap) in req.items()}
+        # Every node's score looked up by its free (GPUs,) cpus and memory: one index per pod
+        # instead of a dozen array operations over the candidates. Scores are 0..200 (int16).
+        self.table = None
+        dims = ((state.gpn + 1,) if gpus_scored else ()) + (state.cpn + 1, state.mem + 1)
+        if math.prod(dims) <= SCORE_TABLE_CELLS:
+            c = np.arange(state.cpn + 1)[:, None]
+            m = np.arange(state.mem + 1)[None, :]
+            g = np.arange(state.gpn + 1)[:, None, None] if gpus_scored else np.zeros(1, dtype=np.int64)
+            if gpus_scored:
+                c, m = c[None], m[None]
+            full = np.broadcast_to(self.score(g, c, m), dims)
+            if full.min() >= np.iinfo(np.int16).min and full.max() <= np.iinfo(np.int16).max:
+                self.table = full.astype(np.int16)
 
     def __call__(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+        if self.table is None:
+            return self.score(free_gpus, free_cpus, free_mem)
+        if self.table.ndim == 3:
+            return self.table[free_gpus, free_cpus, free_mem]
+        return self.table[free_cpus, free_mem]
+
+    def score(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+        """The score computed from the per-resource tables (what `table` holds for every free amount)."""
         fc, fm = self.fraction["cpu"][free_cpus], self.fraction["mem"][free_mem]
         gpus_scored = "gpu" in self.fraction
         if self.mode == "balanced_allocation" and gpus_scored:
