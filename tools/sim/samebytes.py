@@ -26,7 +26,8 @@ CASES = {
     "default-s42-n10000": [DEFAULT, "--seed", "42"],
 }
 SMALL = ["--nodes", "200"]
-OWN_SIZE = {"ceiling-real": ["--duration-h", "0.5"]}    # a 32-node scenario: its own fleet
+# 32-node scenarios of the real schedulers: their own fleet, half an hour (a soak has no end of its own)
+OWN_SIZE = {"ceiling-real": ["--duration-h", "0.5"], "soak-kube": ["--duration-h", "0.5"]}
 VOLATILE = {"wall_s", "run_id"}
 
 
@@ -45,7 +46,7 @@ def run(tree: Path, out: Path, which: str) -> int:
         names = list(cases)
     else:
         names = which.split(",")
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree)}     # GANGSTORM_TRACES passes through (openb-frag)
     failed = 0
     for name in names:
         dest = out / name
