@@ -52,7 +52,8 @@ class Lifecycle:
         return self._after(self.target.submit(job, now))
 
     def advance(self, now: float) -> list[Event]:
-        out = self._after(self.target.advance(now))
+        events = self.target.advance(now)
+        out = self._after(events) if events else events
         timers = self._timers
         while timers and timers[0][0] <= now:
             t, _, fn, args = heapq.heappop(timers)

@@ -28,12 +28,15 @@ CASES = {
 SMALL = ["--nodes", "200"]
 # 32-node scenarios of the real schedulers: their own fleet, half an hour (a soak has no end of its own)
 OWN_SIZE = {"ceiling-real": ["--duration-h", "0.5"], "soak-kube": ["--duration-h", "0.5"]}
+SKIP = {"openb-frag"}          # a `gangstorm frag` scenario: `run` refuses its 3,586 h trace whole
 VOLATILE = {"wall_s", "run_id"}
 
 
 def scenario_cases(tree: Path) -> dict[str, list[str]]:
     out = {}
     for path in sorted((tree / "scenarios").glob("*.yaml")):
+        if path.stem in SKIP:
+            continue
         out[f"{path.stem}-n200"] = [f"scenarios/{path.name}", *OWN_SIZE.get(path.stem, SMALL)]
     return out
 
