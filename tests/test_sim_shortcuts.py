@@ -255,3 +255,28 @@ def test_an_event_observed_before_one_already_queued_keeps_its_place():
         assert target.next_wakeup() == 5.25
         out.append([(e.t, e.job_id) for e in target.advance(10.25)] + [(e.t, e.job_id) for e in target.advance(99.0)])
     assert out[0] == out[1] == [(5.25, 2), (5.25, 3), (10.25, 1), (10.25, 5), (12.25, 4)]
+
+
+def test_kube_candidates_are_the_first_feasible_nodes_from_the_start_index():
+    from fakes.kube.sim import SimKube
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "schedulers.kube.percentage_of_nodes_to_score": 20})
+    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
+                        seed=1)
+    kube = SimKube(ctx)
+    s, n = kube.state, 120
+    rng = np.random.default_rng(8)
+    for _ in range(400):
+        s.free_gpus[:] = np.where(rng.random(n) < 0.6, 0, rng.integers(0, 9, n))
+        s.free_cpus[:] = rng.integers(0, 97, n)
+        s.up[:] = rng.random(n) < 0.9
+        g, c, start = int(rng.integers(1, 9)), int(rng.integers(1, 60)), int(rng.integers(0, n))
+        kube.start_index = start
+        rotated = [(start + k) % n for k in range(n)]
+        fits = [v for v in rotated if s.free_gpus[v] >= g and s.up[v] and s.free_cpus[v] >= c and s.free_mem[v] >= 1]
+        order, examined = kube._candidates(g, c)
+        assert order.tolist() == fits[:kube.to_find]
+        if not fits:
+            assert examined == n and kube.start_index == start
+        else:
+            assert examined == (n if len(fits) < kube.to_find else rotated.index(fits[kube.to_find - 1]) + 1)
+            assert kube.start_index == (start + examined) % n

@@ -320,20 +320,22 @@ class SimKube(KubeTraits, KubeFamily):
         """First to_find feasible nodes from the rotating start index, and nodes examined."""
         n = self.fleet.nodes
         s = self.state
-        idx = np.flatnonzero(s.member_nodes(job) if job is not None else s.free_gpus >= g)
+        idx = (s.member_nodes(job) if job is not None else s.free_gpus >= g).nonzero()[0]
         if len(idx) == 0:
             return idx, n
-        pos = int(np.searchsorted(idx, self.start_index))
-        if pos:
-            idx = np.concatenate((idx[pos:], idx[:pos]))
+        pos = int(idx.searchsorted(self.start_index))
         found: list[np.ndarray] = []
-        have = i = 0
-        while have < self.to_find and i < len(idx):      # the other resources, a window at a time
-            w = idx[i:i + self.to_find - have]
-            i += len(w)
-            w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
-            found.append(w)
-            have += len(w)
+        have = 0
+        # the other resources, a window at a time, over the nodes from the start index on, then
+        # those before it (the rotated order, without copying it)
+        for part in ((idx[pos:], idx[:pos]) if pos else (idx,)):
+            i = 0
+            while have < self.to_find and i < len(part):
+                w = part[i:i + self.to_find - have]
+                i += len(w)
+                w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
+                found.append(w)
+                have += len(w)
         order = found[0] if len(found) == 1 else np.concatenate(found)
         if len(order) == 0:
             return order, n
