@@ -167,7 +167,7 @@ class SimTarget(Target):
         self.active[js.job.id] = js
         js.runs += 1
         js.run_token += 1
-        nodes = tuple(n for n, _, _ in self.state.holdings.get(js.job.id, ()))
+        nodes = tuple([h[0] for h in self.state.holdings.get(js.job.id, ())])
         self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
         self._emit(t, js.job.id, Kind.STARTED, js.bound)
         ready = self.images.gang_ready_at(t, nodes)
