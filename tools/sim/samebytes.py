@@ -88,7 +88,12 @@ def compare(a: Path, b: Path) -> int:
             print(f"{case}: missing in {b}")
             differ += 1
             continue
-        bad = []
+        bad = [name for name in ("jobs.csv", "timeseries.csv", "summary.json")
+               if not (a / case / name).is_file() or not (other / name).is_file()]
+        if bad:
+            print(f"{case}: MISSING {', '.join(bad)}")
+            differ += 1
+            continue
         for name in ("jobs.csv", "timeseries.csv"):
             if (a / case / name).read_bytes() != (other / name).read_bytes():
                 bad.append(name)
