@@ -241,6 +241,18 @@ def test_image_cache_cold_set_is_the_nodes_not_warm():
     assert cache.gang_ready_at(t + 1e4, (3, 3, 9)) == t + 1e4 + 1.5
 
 
+def test_a_gang_on_warm_nodes_is_ready_container_start_s_after_placement():
+    spec = ImageSpec(warm_fraction=0.5, image_gb=2.0, node_pull_gbps=8.0, registry_gbps=16.0, container_start_s=1.5)
+    rng = np.random.default_rng(9)
+    short, long_way = ImageCache(spec, 30, seed=2), ImageCache(spec, 30, seed=2)
+    t = 0.0
+    for _ in range(300):
+        t += float(rng.exponential(0.5))
+        nodes = tuple(int(n) for n in rng.integers(0, 30, int(rng.integers(0, 5))))
+        assert short.gang_ready_at(t, iter(nodes)) == max(long_way.ready_at(t, nodes).values(), default=t)
+        assert short._cold == long_way._cold and short.pulls == long_way.pulls
+
+
 def test_an_event_observed_before_one_already_queued_keeps_its_place():
     from loadgen.model.events import Kind
     sc = from_dict({}).with_overrides(**{"fleet.nodes": 4, "schedulers.ray.observe_ms": 250})
@@ -259,16 +271,25 @@ def test_an_event_observed_before_one_already_queued_keeps_its_place():
 
 def test_kube_candidates_are_the_first_feasible_nodes_from_the_start_index():
     from fakes.kube.sim import SimKube
-    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "schedulers.kube.percentage_of_nodes_to_score": 20})
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "fleet.memory_gib_per_node": 2,
+                                         "schedulers.kube.percentage_of_nodes_to_score": 20})
     ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
                         seed=1)
     kube = SimKube(ctx)
     s, n = kube.state, 120
     rng = np.random.default_rng(8)
-    for _ in range(400):
+    for step in range(400):
+        for owner in list(s.holdings):
+            s.give_back(owner)
         s.free_gpus[:] = np.where(rng.random(n) < 0.6, 0, rng.integers(0, 9, n))
         s.free_cpus[:] = rng.integers(0, 97, n)
-        s.up[:] = rng.random(n) < 0.9
+        for v in range(n):             # some steps with every node up and with memory: the short filter
+            s.set_up(v, step % 3 == 0 or bool(rng.random() < 0.9))
+        if step % 4:
+            for v in rng.integers(0, n, 150).tolist():
+                if s.free_mem[v] > 0:
+                    s.take(1000 + v, v, 0, 0)
+        assert s.nodes_down == int((~s.up).sum()) and s.mem_short == int((s.free_mem < 1).sum())
         g, c, start = int(rng.integers(1, 9)), int(rng.integers(1, 60)), int(rng.integers(0, n))
         kube.start_index = start
         rotated = [(start + k) % n for k in range(n)]

@@ -85,17 +85,25 @@ class PodState(ClusterState):
         super().__init__(fleet)
         self.mem = fleet.memory_gib_per_node
         self.free_mem = np.full(fleet.nodes, self.mem, dtype=np.int32)
+        # nodes without memory for one more pod: 0 lets a filter skip the memory check
+        self.mem_short = 0 if self.mem >= POD_MEMORY_GIB else fleet.nodes
 
     def take(self, owner: int, node: int, gpus: int, cpus: int, share=None, pick: str = "first") -> None:
         super().take(owner, node, gpus, cpus, share, pick)
         if owner >= 0:
-            self.free_mem[node] -= POD_MEMORY_GIB
+            before = int(self.free_mem[node])
+            self.free_mem[node] = before - POD_MEMORY_GIB
+            if before >= POD_MEMORY_GIB > before - POD_MEMORY_GIB:
+                self.mem_short += 1
 
     def give_back(self, owner: int, node: int | None = None) -> list[tuple[int, int, int]]:
         gone = super().give_back(owner, node)
         if owner >= 0:
             for n, _, _ in gone:
-                self.free_mem[n] += POD_MEMORY_GIB
+                before = int(self.free_mem[n])
+                self.free_mem[n] = before + POD_MEMORY_GIB
+                if before < POD_MEMORY_GIB <= before + POD_MEMORY_GIB:
+                    self.mem_short -= 1
         return gone
 
 
@@ -333,7 +341,10 @@ class SimKube(KubeTraits, KubeFamily):
             while have < self.to_find and i < len(part):
                 w = part[i:i + self.to_find - have]
                 i += len(w)
-                w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
+                if s.nodes_down or s.mem_short:
+                    w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
+                else:               # every node is up and has memory for a pod: cpus alone decide
+                    w = w[s.free_cpus[w] >= c]
                 found.append(w)
                 have += len(w)
         order = found[0] if len(found) == 1 else np.concatenate(found)

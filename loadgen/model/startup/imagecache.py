@@ -77,10 +77,9 @@ class ImageCache:
 
     def gang_ready_at(self, t: float, nodes: Iterable[int]) -> float:
         """The last member's container runs at this time (t itself for a gang with no nodes)."""
-        if not self._cold:               # every node holds the image: nothing to look up per node
-            for _ in nodes:
-                return t + self.spec.container_start_s
-            return t
+        nodes = tuple(nodes)
+        if self._cold.isdisjoint(nodes):   # every node of the gang holds the image: nothing to settle or pull
+            return t + self.spec.container_start_s if nodes else t
         return max(self.ready_at(t, nodes).values(), default=t)
 
     def figures(self, t: float | None = None) -> dict[str, float]:
