@@ -1,6 +1,7 @@
 """Shortcuts taken for speed give exactly what the long way gave: the free-GPU histogram, the ready
-time of a gang when no node pulls, the virtual runner's back-to-back wakeups, and Kueue TAS's
-node-level fill."""
+time of a gang when no node pulls, the virtual runner's back-to-back wakeups, Kueue TAS's
+node-level fill, observed events queued beside the timer heap, the remembered rendezvous jitter,
+kube's score table and the image cache's set of cold nodes."""
 import numpy as np
 import pytest
 
@@ -143,3 +144,160 @@ def test_kueue_release_without_member_waiters_gives_the_same_events(topology):
     assert len(events[0]) > 100
     assert waited[0] > 0            # members did wait for a node, and got one on a later release
     assert events[0] == events[1]
+
+
+def _observing_through_the_heap(cls):
+    """A simulated target as it was before the observation queue: every observed event is a timer
+    of its own on the heap."""
+    class Heap(cls):
+        def _emit(self, t, job_id, kind, members=0, reason="", backend_t=None, nodes=()):
+            if self.observe_s > 0:
+                self._at(t + self.observe_s, self._observed, job_id, kind, members, reason, nodes)
+            else:
+                super()._emit(t, job_id, kind, members, reason, backend_t, nodes)
+    return Heap
+
+
+@pytest.mark.parametrize("name", ["kube", "kube-gang", "coscheduling", "kueue", "volcano", "ray", "slurm"])
+def test_observations_queued_beside_the_heap_give_the_same_events(name):
+    from loadgen.model.target import ChaosAction
+    jobs = [job(i, members=1 + i % 3, gpus=8 if i % 2 else 2, t=7.0 * i, dur=40.0 + 13 * (i % 5)) for i in range(40)]
+    chaos = [ChaosAction(t=50.0 + 31 * k, kind="evict", params={"members": 1}) for k in range(5)]
+    chaos += [ChaosAction(t=120.0, kind="node_fail", params={"nodes": [1, 4]}),
+              ChaosAction(t=170.0, kind="node_recover", params={"nodes": [1, 4]})]
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 6, "fleet.leaf_size": 2, f"schedulers.{name}.observe_ms": 250})
+    events = []
+    for heap in (False, True):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config(name),
+                            control_plane=sc.section("control_plane"), seed=1)
+        cls = target_class(name, "sim")
+        target = (_observing_through_the_heap(cls) if heap else cls)(ctx)
+        assert target.observe_s > 0
+        target.start()
+        rec = Recording(jobs)
+        run(target, jobs, chaos, 2_000.0, 10.0, rec, VirtualClock())
+        events.append(rec.events)
+    assert len(events[0]) > 100
+    assert events[0] == events[1]
+
+
+def test_remembered_jitter_is_the_draw_of_a_fresh_generator():
+    from loadgen.model.startup.rendezvous import Rendezvous, jitter
+    from loadgen.model.startup.spec import RendezvousSpec
+    fleet = Fleet(nodes=64, leaf_size=8)
+    spec = RendezvousSpec(base_s=10, per_member_s=1, per_extra_leaf_s=5, misaligned_s=20, jitter_sigma=0.4,
+                          timeout_s=40)
+    one, other = Rendezvous(spec, fleet, seed=3), Rendezvous(spec, fleet, seed=3)
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        job_id, attempt = int(rng.integers(0, 1 << 40)), int(rng.integers(1, 5))
+        nodes = tuple(int(n) for n in rng.integers(0, 64, int(rng.integers(1, 6))))
+        fresh = float(np.random.default_rng([3, job_id & 0xFFFFFFFF, attempt, 0x4E43]).lognormal(0.0, 0.4))
+        assert jitter(3, job_id & 0xFFFFFFFF, attempt, 0.4) == fresh
+        a = one.attempt(job_id, attempt, len(nodes), 4, nodes)
+        assert a == other.attempt(job_id, attempt, len(nodes), 4, nodes)
+        leaves = len({n // 8 for n in nodes})
+        base = 10 + len(nodes) + 5 * (leaves - 1) + (20 if len(set(nodes)) > 1 else 0)
+        assert a.seconds == base * fresh and a.leaves == leaves
+
+
+@pytest.mark.parametrize("mode", ["least_allocated", "most_allocated", "balanced_allocation"])
+@pytest.mark.parametrize("gpus_scored", [True, False])
+def test_kube_score_table_is_the_score_computed_per_pod(mode, gpus_scored):
+    from fakes.kube.sim import PodState, Scorer
+    state = PodState(Fleet(nodes=300, gpus_per_node=8, cpus_per_node=96, memory_gib_per_node=1024))
+    rng = np.random.default_rng(4)
+    state.free_gpus[:] = rng.integers(0, 9, 300)
+    state.free_cpus[:] = rng.integers(0, 97, 300)
+    state.free_mem[:] = np.where(rng.random(300) < 0.5, rng.integers(0, 1025, 300), rng.integers(1010, 1025, 300))
+    for gpus, cpus in ((1, 12), (2, 24), (8, 96), (0, 12), (4, 1)):
+        scorer = Scorer(mode, 3, state, gpus, cpus, gpus_scored)
+        assert scorer.table is not None
+        nodes = rng.permutation(300)[:200]
+        free = (state.free_gpus[nodes], state.free_cpus[nodes], state.free_mem[nodes])
+        assert scorer(*free).tolist() == scorer.score(*free).tolist()
+
+
+def test_image_cache_cold_set_is_the_nodes_not_warm():
+    spec = ImageSpec(warm_fraction=0.3, image_gb=2.0, node_pull_gbps=8.0, registry_gbps=16.0,
+                     container_start_s=1.5)
+    cache = ImageCache(spec, 40, seed=6)
+    rng = np.random.default_rng(6)
+    t = 0.0
+    for _ in range(200):
+        t += float(rng.exponential(0.7))
+        nodes = tuple(int(n) for n in rng.integers(0, 40, int(rng.integers(1, 6))))
+        warm_before, landing_before = cache.warm.copy(), cache.landing.copy()
+        by_node = cache.ready_at(t, nodes)
+        for n, ready in by_node.items():      # what the numpy arrays say, the long way
+            if warm_before[n] or landing_before[n] <= t:
+                assert ready == t + 1.5
+            else:
+                assert ready == cache.landing[n] + 1.5 and not cache.warm[n]
+        assert cache._cold == set(np.flatnonzero(~cache.warm).tolist())
+    cache.ready_at(t + 1e3, range(40))            # the last cold nodes pull, then land
+    cache.ready_at(t + 1e4, range(40))
+    assert not cache._cold and cache.warm.all()
+    assert cache.gang_ready_at(t + 1e4, (3, 3, 9)) == t + 1e4 + 1.5
+
+
+def test_a_gang_on_warm_nodes_is_ready_container_start_s_after_placement():
+    spec = ImageSpec(warm_fraction=0.5, image_gb=2.0, node_pull_gbps=8.0, registry_gbps=16.0, container_start_s=1.5)
+    rng = np.random.default_rng(9)
+    short, long_way = ImageCache(spec, 30, seed=2), ImageCache(spec, 30, seed=2)
+    t = 0.0
+    for _ in range(300):
+        t += float(rng.exponential(0.5))
+        nodes = tuple(int(n) for n in rng.integers(0, 30, int(rng.integers(0, 5))))
+        assert short.gang_ready_at(t, iter(nodes)) == max(long_way.ready_at(t, nodes).values(), default=t)
+        assert short._cold == long_way._cold and short.pulls == long_way.pulls
+
+
+def test_an_event_observed_before_one_already_queued_keeps_its_place():
+    from loadgen.model.events import Kind
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 4, "schedulers.ray.observe_ms": 250})
+    out = []
+    for heap in (False, True):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("ray"),
+                            control_plane=sc.section("control_plane"), seed=1)
+        cls = target_class("ray", "sim")
+        target = (_observing_through_the_heap(cls) if heap else cls)(ctx)
+        for t, job_id in ((10.0, 1), (5.0, 2), (5.0, 3), (12.0, 4), (10.0, 5)):
+            target._emit(t, job_id, Kind.SUBMITTED)
+        assert target.next_wakeup() == 5.25
+        out.append([(e.t, e.job_id) for e in target.advance(10.25)] + [(e.t, e.job_id) for e in target.advance(99.0)])
+    assert out[0] == out[1] == [(5.25, 2), (5.25, 3), (10.25, 1), (10.25, 5), (12.25, 4)]
+
+
+def test_kube_candidates_are_the_first_feasible_nodes_from_the_start_index():
+    from fakes.kube.sim import SimKube
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "fleet.memory_gib_per_node": 2,
+                                         "schedulers.kube.percentage_of_nodes_to_score": 20})
+    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
+                        seed=1)
+    kube = SimKube(ctx)
+    s, n = kube.state, 120
+    rng = np.random.default_rng(8)
+    for step in range(400):
+        for owner in list(s.holdings):
+            s.give_back(owner)
+        s.free_gpus[:] = np.where(rng.random(n) < 0.6, 0, rng.integers(0, 9, n))
+        s.free_cpus[:] = rng.integers(0, 97, n)
+        for v in range(n):             # some steps with every node up and with memory: the short filter
+            s.set_up(v, step % 3 == 0 or bool(rng.random() < 0.9))
+        if step % 4:
+            for v in rng.integers(0, n, 150).tolist():
+                if s.free_mem[v] > 0:
+                    s.take(1000 + v, v, 0, 0)
+        assert s.nodes_down == int((~s.up).sum()) and s.mem_short == int((s.free_mem < 1).sum())
+        g, c, start = int(rng.integers(1, 9)), int(rng.integers(1, 60)), int(rng.integers(0, n))
+        kube.start_index = start
+        rotated = [(start + k) % n for k in range(n)]
+        fits = [v for v in rotated if s.free_gpus[v] >= g and s.up[v] and s.free_cpus[v] >= c and s.free_mem[v] >= 1]
+        order, examined = kube._candidates(g, c)
+        assert order.tolist() == fits[:kube.to_find]
+        if not fits:
+            assert examined == n and kube.start_index == start
+        else:
+            assert examined == (n if len(fits) < kube.to_find else rotated.index(fits[kube.to_find - 1]) + 1)
+            assert kube.start_index == (start + examined) % n

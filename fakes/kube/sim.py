@@ -44,6 +44,7 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -64,6 +65,7 @@ CLIENT_MAX_RETRIES = 10
 RETRY_AFTER_S = 1.0
 BACKOFF_WINDOW_S = 1.0      # backoffQ ordering window: expiries truncated to it (SchedulerPopFromBackoffQ, on in 1.36)
 MAX_NODE_SCORE = 100
+SCORE_TABLE_CELLS = 1 << 22      # a pod shape's score table: at most 8 MiB (int16), else computed per pod
 POD_MEMORY_GIB = 1          # memory request of every gang pod the real adapter creates
 
 
@@ -83,17 +85,25 @@ class PodState(ClusterState):
         super().__init__(fleet)
         self.mem = fleet.memory_gib_per_node
         self.free_mem = np.full(fleet.nodes, self.mem, dtype=np.int32)
+        # nodes without memory for one more pod: 0 lets a filter skip the memory check
+        self.mem_short = 0 if self.mem >= POD_MEMORY_GIB else fleet.nodes
 
     def take(self, owner: int, node: int, gpus: int, cpus: int, share=None, pick: str = "first") -> None:
         super().take(owner, node, gpus, cpus, share, pick)
         if owner >= 0:
-            self.free_mem[node] -= POD_MEMORY_GIB
+            before = int(self.free_mem[node])
+            self.free_mem[node] = before - POD_MEMORY_GIB
+            if before >= POD_MEMORY_GIB > before - POD_MEMORY_GIB:
+                self.mem_short += 1
 
     def give_back(self, owner: int, node: int | None = None) -> list[tuple[int, int, int]]:
         gone = super().give_back(owner, node)
         if owner >= 0:
             for n, _, _ in gone:
-                self.free_mem[n] += POD_MEMORY_GIB
+                before = int(self.free_mem[n])
+                self.free_mem[n] = before + POD_MEMORY_GIB
+                if before < POD_MEMORY_GIB <= before + POD_MEMORY_GIB:
+                    self.mem_short -= 1
         return gone
 
 
@@ -124,8 +134,29 @@ class Scorer:
         if mode != "balanced_allocation":
             fit = _least_requested if mode == "least_allocated" else _most_requested
             self.fit = {r: fit(rq, cap) * (gpu_weight if r == "gpu" else 1) for r, (rq, cap) in req.items()}
+        # Every node's score looked up by its free (GPUs,) cpus and memory: one index per pod
+        # instead of a dozen array operations over the candidates. Scores are 0..200 (int16).
+        self.table = None
+        dims = ((state.gpn + 1,) if gpus_scored else ()) + (state.cpn + 1, state.mem + 1)
+        if math.prod(dims) <= SCORE_TABLE_CELLS:
+            c = np.arange(state.cpn + 1)[:, None]
+            m = np.arange(state.mem + 1)[None, :]
+            g = np.arange(state.gpn + 1)[:, None, None] if gpus_scored else np.zeros(1, dtype=np.int64)
+            if gpus_scored:
+                c, m = c[None], m[None]
+            full = np.broadcast_to(self.score(g, c, m), dims)
+            if full.min() >= np.iinfo(np.int16).min and full.max() <= np.iinfo(np.int16).max:
+                self.table = full.astype(np.int16)
 
     def __call__(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+        if self.table is None:
+            return self.score(free_gpus, free_cpus, free_mem)
+        if self.table.ndim == 3:
+            return self.table[free_gpus, free_cpus, free_mem]
+        return self.table[free_cpus, free_mem]
+
+    def score(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+        """The score computed from the per-resource tables (what `table` holds for every free amount)."""
         fc, fm = self.fraction["cpu"][free_cpus], self.fraction["mem"][free_mem]
         gpus_scored = "gpu" in self.fraction
         if self.mode == "balanced_allocation" and gpus_scored:
@@ -278,7 +309,7 @@ class SimKube(KubeTraits, KubeFamily):
         clock = start = max(t, self.busy_until)
         # Attempts that cannot succeed (no node has room for one member) change nothing but the
         # scheduler's clock, so they run inline until the next event; one that may bind ends the tick.
-        horizon = self._timers[0][0] if self._timers else float("inf")
+        horizon = self._horizon()
         while self.queue or self.backoff:
             js = self._next_job()
             if js is None:
@@ -297,20 +328,25 @@ class SimKube(KubeTraits, KubeFamily):
         """First to_find feasible nodes from the rotating start index, and nodes examined."""
         n = self.fleet.nodes
         s = self.state
-        idx = np.flatnonzero(s.member_nodes(job) if job is not None else s.free_gpus >= g)
+        idx = (s.member_nodes(job) if job is not None else s.free_gpus >= g).nonzero()[0]
         if len(idx) == 0:
             return idx, n
-        pos = int(np.searchsorted(idx, self.start_index))
-        if pos:
-            idx = np.concatenate((idx[pos:], idx[:pos]))
+        pos = int(idx.searchsorted(self.start_index))
         found: list[np.ndarray] = []
-        have = i = 0
-        while have < self.to_find and i < len(idx):      # the other resources, a window at a time
-            w = idx[i:i + self.to_find - have]
-            i += len(w)
-            w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
-            found.append(w)
-            have += len(w)
+        have = 0
+        # the other resources, a window at a time, over the nodes from the start index on, then
+        # those before it (the rotated order, without copying it)
+        for part in ((idx[pos:], idx[:pos]) if pos else (idx,)):
+            i = 0
+            while have < self.to_find and i < len(part):
+                w = part[i:i + self.to_find - have]
+                i += len(w)
+                if s.nodes_down or s.mem_short:
+                    w = w[s.up[w] & (s.free_cpus[w] >= c) & (s.free_mem[w] >= POD_MEMORY_GIB)]
+                else:               # every node is up and has memory for a pod: cpus alone decide
+                    w = w[s.free_cpus[w] >= c]
+                found.append(w)
+                have += len(w)
         order = found[0] if len(found) == 1 else np.concatenate(found)
         if len(order) == 0:
             return order, n

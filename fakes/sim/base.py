@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +55,9 @@ class SimTarget(Target):
         self.waiting: dict[int, JobState] = {}    # submitted, not running, not done
         self.active: dict[int, JobState] = {}     # running
         self._timers: list = []
+        # observed job events, (due, seq, Event) in (due, seq) order: timers of their own, kept
+        # apart from the heap because they arrive in order (see _emit)
+        self._seen: deque = deque()
         self._now = 0.0                           # the latest time advance() reached
         self._seq = itertools.count()
         self._prefill_ids = itertools.count(-1, -1)
@@ -76,7 +80,16 @@ class SimTarget(Target):
     def _emit(self, t: float, job_id: int, kind: Kind, members: int = 0, reason: str = "",
               backend_t: float | None = None, nodes: tuple[int, ...] = ()) -> None:
         if self.observe_s > 0:
-            self._at(t + self.observe_s, self._observed, job_id, kind, members, reason, nodes)
+            # The event reaches the runner observe_s later, as a timer at that time would deliver
+            # it. Events come at non-decreasing times, so their due times queue in order without
+            # the heap; one that would not (none known) takes a heap timer. Either way it keeps
+            # its place among the timers: (due, seq).
+            due = t + self.observe_s
+            seen = self._seen
+            if seen and due < seen[-1][0]:
+                self._at(due, self._observed, job_id, kind, members, reason, nodes)
+            else:
+                seen.append((due, next(self._seq), Event(due, job_id, kind, members, reason, None, tuple(nodes))))
         else:
             super()._emit(t, job_id, kind, members, reason, backend_t, nodes)
 
@@ -85,12 +98,31 @@ class SimTarget(Target):
         super()._emit(t, job_id, kind, members, reason, None, nodes)
 
     def next_wakeup(self) -> float | None:
+        if self._seen:
+            due = self._seen[0][0]
+            return min(due, self._timers[0][0]) if self._timers else due
         return self._timers[0][0] if self._timers else None
 
+    def _horizon(self) -> float:
+        """The time of the next timer or observation, inf when there is none."""
+        wake = self.next_wakeup()
+        return float("inf") if wake is None else wake
+
     def advance(self, now: float) -> list[Event]:
-        self._now = max(self._now, now)
-        while self._timers and self._timers[0][0] <= now:
-            t, _, fn, args = heapq.heappop(self._timers)
+        if now > self._now:
+            self._now = now
+        timers, seen, pop = self._timers, self._seen, heapq.heappop
+        while True:
+            if seen and seen[0][0] <= now:
+                # the earlier of the two queues' heads by (time, seq): an observation or a timer
+                due, seq, event = seen[0]
+                if not timers or due < timers[0][0] or (due == timers[0][0] and seq < timers[0][1]):
+                    seen.popleft()
+                    self._out.append(event)
+                    continue
+            elif not timers or timers[0][0] > now:
+                break
+            t, _, fn, args = pop(timers)
             fn(t, *args)
         return self._take()
 
@@ -135,7 +167,7 @@ class SimTarget(Target):
         self.active[js.job.id] = js
         js.runs += 1
         js.run_token += 1
-        nodes = tuple(n for n, _, _ in self.state.holdings.get(js.job.id, ()))
+        nodes = tuple([h[0] for h in self.state.holdings.get(js.job.id, ())])
         self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
         self._emit(t, js.job.id, Kind.STARTED, js.bound)
         ready = self.images.gang_ready_at(t, nodes)

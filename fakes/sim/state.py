@@ -27,6 +27,7 @@ class ClusterState:
         self.free_gpus = np.full(fleet.nodes, self.gpn, dtype=np.int16)
         self.free_cpus = np.full(fleet.nodes, self.cpn, dtype=np.int32)
         self.up = np.ones(fleet.nodes, dtype=bool)
+        self.nodes_down = 0            # nodes not up (set_up keeps it): 0 lets a filter skip `up`
         self.leaf_of = fleet.leaf_of
         # up nodes by free GPU count: a list, as summing a numpy slice of 9 costs more than the
         # Python sum (count_ge runs on every scheduling attempt)
@@ -199,6 +200,7 @@ class ClusterState:
         free = int(self.free_gpus[node])
         self._hist[free] += 1 if up else -1
         self.up[node] = up
+        self.nodes_down += -1 if up else 1
 
     def owners_on(self, nodes: set[int]) -> list[int]:
         return [o for o, held in self.holdings.items() if any(n in nodes for n, _, _ in held)]

@@ -24,7 +24,7 @@ from loadgen.model.startup.rendezvous import Rendezvous
 from loadgen.model.startup.spec import StartupSpec
 from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target
 
-ENDS_ATTEMPT = (Kind.EVICTED, Kind.REQUEUED, Kind.FINISHED, Kind.FAILED, Kind.REJECTED)
+ENDS_ATTEMPT = frozenset((Kind.EVICTED, Kind.REQUEUED, Kind.FINISHED, Kind.FAILED, Kind.REJECTED))
 
 
 class Lifecycle:
@@ -52,16 +52,20 @@ class Lifecycle:
         return self._after(self.target.submit(job, now))
 
     def advance(self, now: float) -> list[Event]:
-        out = self._after(self.target.advance(now))
-        while self._timers and self._timers[0][0] <= now:
-            t, _, fn, args = heapq.heappop(self._timers)
+        events = self.target.advance(now)
+        out = self._after(events) if events else events
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            t, _, fn, args = heapq.heappop(timers)
             out.extend(fn(t, *args))
         return out
 
     def next_wakeup(self) -> float | None:
-        own = self._timers[0][0] if self._timers else None
         theirs = self.target.next_wakeup()
-        return own if theirs is None else theirs if own is None else min(own, theirs)
+        if not self._timers:
+            return theirs
+        own = self._timers[0][0]
+        return own if theirs is None or own < theirs else theirs
 
     def chaos(self, action: ChaosAction, now: float) -> list[Event]:
         return self._after(self.target.chaos(action, now))
@@ -75,17 +79,26 @@ class Lifecycle:
 
     # --- rendezvous -------------------------------------------------------------------------------
     def _after(self, events: list[Event]) -> list[Event]:
-        out: list[Event] = []
-        for e in events:
-            out.append(e)
-            if e.kind is Kind.ADMITTED:
+        """`events` with what each READY starts right after it (the list itself when nothing is added)."""
+        out: list[Event] | None = None
+        for n, e in enumerate(events):
+            k = e.kind
+            if k is Kind.ADMITTED:
                 self.nodes[e.job_id] = e.nodes
-            elif e.kind is Kind.READY:
+            elif k is Kind.READY:
                 self._bump(e.job_id)
-                out.extend(self._attempt(e.t, e.job_id, self.token[e.job_id]))
-            elif e.kind in ENDS_ATTEMPT:
+                more = self._attempt(e.t, e.job_id, self.token[e.job_id])
+                if more:
+                    if out is None:
+                        out = events[:n]
+                    out.append(e)
+                    out.extend(more)
+                    continue
+            elif k in ENDS_ATTEMPT:
                 self._bump(e.job_id)
-        return out
+            if out is not None:
+                out.append(e)
+        return events if out is None else out
 
     def _bump(self, job_id: int) -> None:
         self.token[job_id] = self.token.get(job_id, 0) + 1

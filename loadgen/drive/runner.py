@@ -117,11 +117,14 @@ def _advance_before(target: Target, rec: Recorder, clock: VirtualClock, upcoming
     """The target's own wakeups before `upcoming` (and not past end_s), one after another: what the
     loop above does for them, without its checks for submissions, chaos and samples, none of which
     is due before `upcoming`."""
-    wakeup = target.next_wakeup()
+    next_wakeup, advance, record = target.next_wakeup, target.advance, rec.record
+    wakeup = next_wakeup()
     while wakeup is not None and wakeup < upcoming and wakeup <= end_s:
         clock.t = wakeup
-        rec.record(target.advance(wakeup))
-        wakeup = target.next_wakeup()
+        events = advance(wakeup)
+        if events:
+            record(events)
+        wakeup = next_wakeup()
 
 
 def run_virtual(target: Target, jobs: list[Job], chaos: list[ChaosAction], end_s: float,

@@ -5,6 +5,8 @@ backends: admission is the first ADMITTED time minus the job's intended submit t
 """
 from __future__ import annotations
 
+from math import isnan
+
 import numpy as np
 
 from loadgen.model.events import Event, Kind
@@ -12,6 +14,12 @@ from loadgen.model.job import Job
 from loadgen.model.startup import activity
 from loadgen.model.startup.spec import ActivitySpec
 from loadgen.model.target import Snapshot
+
+SUBMITTED, BOUND, ADMITTED, STARTED, READY, TRAINING = (Kind.SUBMITTED, Kind.BOUND, Kind.ADMITTED, Kind.STARTED,
+                                                        Kind.READY, Kind.TRAINING)
+START_FAILED, EVICTED, REQUEUED, FINISHED, FAILED = (Kind.START_FAILED, Kind.EVICTED, Kind.REQUEUED, Kind.FINISHED,
+                                                     Kind.FAILED)
+ENDS = (Kind.FINISHED, Kind.FAILED, Kind.REJECTED)
 
 
 class Recorder:
@@ -106,71 +114,75 @@ class Recorder:
         self.sent[self.index[job_id]] = t
 
     def record(self, events: list[Event]) -> None:
+        index = self.index
         for e in events:
-            i = self.index.get(e.job_id)
+            i = index.get(e.job_id)
             if i is None:
                 continue
-            self._integrate(e.t)
+            if e.t > self.t:
+                self._integrate(e.t)
             k = e.kind
-            if k is Kind.SUBMITTED:
+            if k is SUBMITTED:
                 if not self.accepted[i]:
                     self.accepted_t[i] = e.t
                 self.accepted[i] = True
-            elif k is Kind.BOUND:
+            elif k is BOUND:
                 self._set_bound(i, e.members, bool(self.admitted_now[i]))
-            elif k is Kind.ADMITTED:
-                if np.isnan(self.run_start[i]):
+            elif k is ADMITTED:
+                if isnan(self.run_start[i]):
                     self.run_start[i] = e.t
                 if e.nodes:
                     self.first_nodes.setdefault(i, tuple(e.nodes))
                     self.run_nodes[i] = tuple(e.nodes)
                 self._set_bound(i, max(e.members, int(self.bound[i])), True)
-                if np.isnan(self.admit[i]):
+                if isnan(self.admit[i]):
                     self.admit[i] = e.t
                     if e.backend_t is not None:
                         self.backend_admit[i] = e.backend_t
                 if e.job_id in self.requeued_at:
                     self.readmission.append(e.t - self.requeued_at.pop(e.job_id))
-            elif k is Kind.READY:
-                if np.isnan(self.ready[i]):
+            elif k is STARTED:
+                pass
+            elif k is READY:
+                if isnan(self.ready[i]):
                     self.ready[i] = e.t
-            elif k is Kind.TRAINING:
-                if np.isnan(self.training[i]):
+            elif k is TRAINING:
+                if isnan(self.training[i]):
                     self.training[i] = e.t
-                if np.isnan(self.train_since[i]):
+                if isnan(self.train_since[i]):
                     self.train_since[i] = e.t
-            elif k is Kind.START_FAILED:
+            elif k is START_FAILED:
                 self.start_failures[i] += 1
-            elif k is Kind.EVICTED:
+            elif k is EVICTED:
                 self.evictions[i] += 1
                 self._end_run(i, e.t)
-                if not np.isnan(self.run_start[i]):
+                if not isnan(self.run_start[i]):
                     self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * self.gpm[i].item()
                     self.run_start[i] = np.nan
                 self._set_bound(i, e.members, False)
-            elif k is Kind.REQUEUED:
+            elif k is REQUEUED:
                 self.requeued_at.setdefault(e.job_id, e.t)
-            elif k in (Kind.FINISHED, Kind.FAILED, Kind.REJECTED):
+            elif k in ENDS:
                 self._end_run(i, e.t)
                 self._set_bound(i, 0, False)
-                if k is Kind.FINISHED:
+                if k is FINISHED:
                     self.finish[i] = e.t
                 else:
-                    (self.failed if k is Kind.FAILED else self.rejected)[i] = True
+                    (self.failed if k is FAILED else self.rejected)[i] = True
                     self.reason[e.job_id] = e.reason
 
     def _end_run(self, i: int, t: float) -> None:
         """The run that started at run_start[i] on run_nodes[i] ends at t (placement GPU-seconds,
         and the SM-active GPU-seconds of its training)."""
         since = self.train_since[i]
-        if not np.isnan(since):
+        if not isnan(since):
             gpus = int(self.members[i]) * self.gpm[i].item()
             self.active_gpu_s += gpus * activity.seconds(self.activity, since, since, t)
             lo, hi = self.window
             self.active_gpu_s_window += gpus * activity.seconds(self.activity, since, max(since, lo), min(t, hi))
             self.train_since[i] = np.nan
         nodes = self.run_nodes.pop(i, None)
-        if nodes and not np.isnan(self.run_start[i]):
+        if nodes and not isnan(self.run_start[i]):
             self.runs.append((i, nodes, max(0.0, t - float(self.run_start[i]))))
 
     def sample(self, snap: Snapshot) -> None:

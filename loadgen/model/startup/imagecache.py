@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from math import isnan
 
 import numpy as np
 
@@ -31,10 +32,13 @@ class ImageCache:
         self.gb_pulled = 0.0
         if not spec.pulls:
             self.warm[:] = True
+            self._cold: set[int] = set()
             return
         k = int(round(spec.warm_fraction * nodes))
         if k:
             self.warm[np.random.default_rng([seed, 0x1A6E]).choice(nodes, size=k, replace=False)] = True
+        # the nodes not warm yet, as a set: a placement looks each of its nodes up (a node never cools)
+        self._cold = set(np.flatnonzero(~self.warm).tolist())
         if spec.prepull:
             self._pull(0.0, np.flatnonzero(~self.warm).tolist())
 
@@ -55,25 +59,27 @@ class ImageCache:
         self.gb_pulled += self.spec.image_gb * len(nodes)
 
     def _settle(self, t: float, nodes: Iterable[int]) -> None:
+        cold = self._cold
         for n in nodes:
-            if not self.warm[n] and self.landing[n] <= t:
+            if n in cold and self.landing[n] <= t:
                 self.warm[n] = True
                 self.landing[n] = np.nan
+                cold.discard(n)
 
     def ready_at(self, t: float, nodes: Iterable[int]) -> dict[int, float]:
         """Members placed at t on `nodes` (repeats allowed): when each node's container runs."""
-        uniq = sorted(set(int(n) for n in nodes))
+        uniq = sorted(set(map(int, nodes)))
+        cold = self._cold
         self._settle(t, uniq)
-        self._pull(t, [n for n in uniq if not self.warm[n] and np.isnan(self.landing[n])])
+        self._pull(t, [n for n in uniq if n in cold and isnan(self.landing[n])])
         start = self.spec.container_start_s
-        return {n: t + start if self.warm[n] else float(self.landing[n]) + start for n in uniq}
+        return {n: float(self.landing[n]) + start if n in cold else t + start for n in uniq}
 
     def gang_ready_at(self, t: float, nodes: Iterable[int]) -> float:
         """The last member's container runs at this time (t itself for a gang with no nodes)."""
-        if not self.spec.pulls:          # every node holds the image: nothing to look up per node
-            for _ in nodes:
-                return t + self.spec.container_start_s
-            return t
+        nodes = tuple(nodes)
+        if self._cold.isdisjoint(nodes):   # every node of the gang holds the image: nothing to settle or pull
+            return t + self.spec.container_start_s if nodes else t
         return max(self.ready_at(t, nodes).values(), default=t)
 
     def figures(self, t: float | None = None) -> dict[str, float]:
