@@ -2,12 +2,13 @@
 
     python tools/seed_claims.py results/<run>
 
-Takes the schedulers from the run's summary.json and reads each results/<run>/seeds/<seed>/summary.json.
-Prints, per seed, the figures the README's head-to-head ranks, one cell per figure with the
-schedulers' values in the run's order; then, for each claim whose schedulers all ran, on how many
-seeds it holds (and on which it does not), each named scheduler's median [interval] over the seeds,
-and the paired exact Wilcoxon test of every difference the claim states, from loadgen.measure.spread
-(the test and interval summary.md uses, docs/seeds.md).
+Takes the schedulers from the run's summary.json (or its first seed's) and reads each
+results/<run>/seeds/<seed>/summary.json. Prints, per seed, the figures the README's head-to-head
+ranks, one cell per figure with the schedulers' values in the run's order; then, for each claim
+whose schedulers all ran, on how many seeds it holds (and on which it does not), each named
+scheduler's median [interval] over the seeds, and the paired exact Wilcoxon test of every
+difference the claim states, from loadgen.measure.spread (the test and interval summary.md uses,
+docs/seeds.md).
 
 A claim is an order of one figure, such as `kueue = slurm < ray < volcano < kube-gang = coscheduling`:
 on a seed it holds when every scheduler of a group is strictly below every scheduler of the next
@@ -195,11 +196,14 @@ def _interval(xs: dict[int, float | None]) -> str:
 
 
 def read_run(run: Path) -> tuple[list[str], dict[int, dict]]:
-    """The run's schedulers (in its summary.json's order) and each seed's per-scheduler results."""
-    names = list(json.loads((run / "summary.json").read_text())["schedulers"])
+    """The run's schedulers (in its summary.json's order) and each seed's per-scheduler results.
+    A run kept in the repo may hold only the seeds' summary.json files (results/default-scenario):
+    the schedulers are then those of its first seed, which every seed shares."""
     seeds = sorted(int(p.name) for p in (run / "seeds").iterdir() if p.name.isdigit())
-    return names, {s: json.loads((run / "seeds" / str(s) / "summary.json").read_text())["schedulers"]
-                   for s in seeds}
+    per_seed = {s: json.loads((run / "seeds" / str(s) / "summary.json").read_text())["schedulers"] for s in seeds}
+    top = run / "summary.json"
+    names = list(json.loads(top.read_text())["schedulers"] if top.exists() else per_seed[seeds[0]])
+    return names, per_seed
 
 
 def main(run: Path) -> None:
