@@ -5,9 +5,16 @@ decisions, never from a model of them.
 
 The watcher thread runs one `scontrol -d show job` in a poll cycle where squeue shows a running
 job of the run whose allocation was not read yet (fakes/slurm/gres.py parses it); the main
-thread places each slice on the GPU Slurm named. A slice the ledger refuses there (Slurm granting
-beyond a GPU's capacity) is counted in `conflicts`, a grant of other than the shards asked in
-`mismatched`, a job that ended before its GRES was read in `unread`. Only a fleet with node pools keeps slices.
+thread places each slice on the GPU Slurm named. The main thread may take several polls at once,
+so the ledger follows the latest: every release it shows is applied before any booking, and a read
+whose job has released its GRES by then (COMPLETING, ended) is not booked (`ended_before_booked`),
+else it would hold the GPU against the job Slurm started there next. A slice the ledger refuses
+waits while its job and the jobs that held its GPU at the refusal still hold theirs, and is
+booked once they are gone (`booked_after_holder_left`): a start seen before a release it followed.
+It is counted in `conflicts` (Slurm granting beyond a GPU's capacity, or gangstorm misreading)
+if it still does not fit once they are gone, if its job ends first, or if it is still waiting
+when the figures are read. A grant of other than the shards asked is counted in `mismatched`, a
+job that ended before its GRES was read in `unread`. Only a fleet with node pools keeps slices.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from fakes.slurm import gres
 from fakes.slurm.client import Row
 from fakes.slurm.hostlist import expand
 from fakes.slurm.real.tracked import RUNNING, _drained
-from loadgen.model.gpushare import WHOLE
+from loadgen.model.gpushare import WHOLE, GpuShare
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot
 
@@ -40,6 +47,19 @@ class Placed:
     amount: int = 1
 
 
+@dataclasses.dataclass
+class Refused:
+    """A slice the ledger refused on the GPU Slurm named, waiting for the jobs that held it then."""
+    sid: int
+    job: Job
+    node: int
+    gpu: int
+    share: GpuShare
+    start: int | None                       # MIG instance's memory-slice start
+    holders: frozenset[int]                 # Slurm ids the ledger held on that GPU at the refusal
+    example: dict                           # what conflict_examples shows if it stays refused
+
+
 class SlurmSlices:
     """Part of RealSlurm (fakes/slurm/target.py); reads and sets its attributes."""
 
@@ -51,6 +71,8 @@ class SlurmSlices:
         self.placed: dict[int, list[Placed]] = {}            # job id -> its GRES in the current attempt
         self.slice_counts = {"read": 0, "unread": 0, "conflicts": 0, "mismatched": 0}
         self.conflicts: list[dict] = []                      # the first few, for diagnosis
+        self.late = {"ended_before_booked": 0, "booked_after_holder_left": 0}
+        self.refused: list[Refused] = []                     # waiting for their GPU's holders to leave
         self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
         self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
         self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
@@ -76,16 +98,22 @@ class SlurmSlices:
                 self._gres_q.put((sid, start, details[sid]))
 
     # ---- main thread ----------------------------------------------------------------------
+    def _holds(self, sid: int) -> bool:
+        """The latest poll shows `sid` holding its GRES: started in the attempt the main thread
+        follows, in a squeue state that holds them. A job squeue shows COMPLETING has released its
+        GRES already: slurmctld may start another on them before the completing one leaves."""
+        tr, row = self.by_slurm.get(sid), self._rows.get(sid)
+        return tr is not None and not tr.done and tr.started and row is not None and row.state in HOLDING
+
     def _apply_gres(self) -> None:
-        """Give back what jobs no longer running held, then place what the watcher read. A job
-        squeue shows COMPLETING has released its GRES already: slurmctld may start another on
-        them before the completing one leaves."""
+        """Bring the ledger to the latest poll: give back what jobs no longer holding held, then
+        book the slices still waiting for their GPU's holders, then place what the watcher read."""
         if self.slices is None:
             return
         for sid in list(self.slices.holdings):
-            tr, row = self.by_slurm.get(sid), self._rows.get(sid)
-            if tr is None or tr.done or not tr.started or row is None or row.state not in HOLDING:
+            if not self._holds(sid):
                 self.slices.give_back(sid)
+        self._retry_refused()
         for sid, start, rows in _drained(self._gres_q):
             self._gres_wait[sid] = (start, rows)
         for sid, (start, rows) in list(self._gres_wait.items()):
@@ -100,6 +128,10 @@ class SlurmSlices:
 
     def _place(self, sid: int, job: Job, rows: list[tuple[str, str, str, int, int]]) -> None:
         self.slices.give_back(sid)
+        self.refused = [r for r in self.refused if r.sid != sid]     # an earlier attempt's
+        book = self._holds(sid)
+        if not book:
+            self.late["ended_before_booked"] += 1
         share = job.gpu_share
         placed = []
         for nodes, kind, _typ, idx, amount in rows:
@@ -113,20 +145,41 @@ class SlurmSlices:
                 one = WHOLE if share.is_whole else share
                 if share.kind in ("milli", "shards") and amount != share.amount:
                     self.slice_counts["mismatched"] += 1      # Slurm granted other than asked
-                if self.slices.place_at(sid, i, dev.gpu, one, dev.start if dev.profile else None) is None:
-                    self._conflict(sid, job, i, dev.gpu)
+                start = dev.start if dev.profile else None
+                if book and self.slices.place_at(sid, i, dev.gpu, one, start) is None:
+                    holders = self._holders(i, dev.gpu)
+                    self.refused.append(Refused(sid, job, i, dev.gpu, one, start, frozenset(o for o, *_ in holders),
+                                                {"slurm_id": sid, "share": job.share or "whole", "node": i,
+                                                 "gpu": dev.gpu, "held": holders}))
         self.placed[job.id] = placed
         self.slice_counts["read"] += 1
 
-    def _conflict(self, sid: int, job: Job, node: int, gpu: int) -> None:
+    def _holders(self, node: int, gpu: int) -> list[tuple[int, str, str | None]]:
+        """What the ledger holds on one GPU: (Slurm id, share, squeue state) per slot."""
+        return [(o, slot.share.text or "whole", getattr(self._rows.get(o), "state", None))
+                for o, hs in self.slices.holdings.items() for n, k, slot in hs if (n, k) == (node, gpu)]
+
+    def _retry_refused(self) -> None:
+        """After the releases: book each waiting slice whose GPU's holders at the refusal are all
+        gone; a conflict if it still does not fit then, or if its own job stopped holding first."""
+        waiting = []
+        for r in self.refused:
+            if not self._holds(r.sid):
+                self._conflict(r.example)
+            elif any(o in self.slices.holdings and self._holds(o) for o in r.holders):
+                waiting.append(r)
+            elif self.slices.place_at(r.sid, r.node, r.gpu, r.share, r.start) is None:
+                self._conflict(r.example)
+            else:
+                self.late["booked_after_holder_left"] += 1
+        self.refused = waiting
+
+    def _conflict(self, example: dict) -> None:
         """Count a slice the ledger refused where Slurm put it; keep the first few, with what the
-        ledger held on that GPU and those jobs' squeue states, for the control-plane figures."""
+        ledger held on that GPU at the refusal and those jobs' squeue states, for the control-plane figures."""
         self.slice_counts["conflicts"] += 1
         if len(self.conflicts) < 20:
-            held = [(o, slot.share.text or "whole", getattr(self._rows.get(o), "state", None))
-                    for o, hs in self.slices.holdings.items() for n, k, slot in hs if (n, k) == (node, gpu)]
-            self.conflicts.append({"slurm_id": sid, "share": job.share or "whole", "node": node, "gpu": gpu,
-                                   "held": held})
+            self.conflicts.append(example)
 
     def used_per_node(self) -> np.ndarray:
         """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
@@ -157,7 +210,11 @@ class SlurmSlices:
         return dataclasses.replace(snap, gpu_sharing=figures)
 
     def slice_figures(self) -> dict:
-        """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU."""
+        """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU
+        (those still waiting for their GPU's holders included); the late bookings when there were any."""
         if self.slices is None:
             return {}
-        return {**self.slice_counts, **({"conflict_examples": self.conflicts} if self.conflicts else {})}
+        counts = {**self.slice_counts, "conflicts": self.slice_counts["conflicts"] + len(self.refused)}
+        examples = (self.conflicts + [r.example for r in self.refused])[:20]
+        return {**counts, **{k: n for k, n in self.late.items() if n},
+                **({"conflict_examples": examples} if examples else {})}
