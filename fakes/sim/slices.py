@@ -251,6 +251,19 @@ class SliceState:
                 "fragmented_gpus": round(self.fragmentation(shapes, up), 6),
                 "stranded_gpus": round(self.stranded(pending, up), 6)}
 
+    def whole_held_per_node(self) -> np.ndarray:
+        """Whole GPUs booked per node, from the holdings (a slice counts in gpu_sharing instead):
+        what a real target with slices reports as used, as the twins count it."""
+        used = np.zeros(len(self.idle), dtype=np.int64)
+        for held in self.holdings.values():
+            for n, _k, slot in held:
+                used[n] += slot.share.is_whole
+        return used
+
+    def real_sample(self, shapes: dict, pending: set, up: np.ndarray) -> dict:
+        """A real target's Snapshot.gpu_sharing: figures() and the whole GPUs booked."""
+        return {**self.figures(shapes, pending, up), "allocated_whole_gpus": int(self.whole_held_per_node().sum())}
+
 
 def up_mask(nodes: int, down) -> np.ndarray:
     """True for every node of the fleet that is not in `down` (a real target's failed nodes)."""

@@ -218,17 +218,11 @@ class PlacedSlices:
 
     def used_whole(self) -> np.ndarray:
         """Whole GPUs held per node (a slice is counted in gpu_sharing, as the twins count)."""
-        used = np.zeros(self.fleet.nodes, dtype=np.int64)
-        for held in self.state.holdings.values():
-            for n, _k, slot in held:
-                used[n] += slot.share.is_whole
-        return used
+        return self.state.whole_held_per_node()
 
     def sample(self, shapes: dict, pending: set, up: np.ndarray) -> dict[str, float]:
         """What a snapshot carries (Snapshot.gpu_sharing), as the twins' fakes/sim/base.py does."""
-        figures = self.state.figures(shapes, pending, up)
-        figures["allocated_whole_gpus"] = int(self.used_whole().sum())
-        return figures
+        return self.state.real_sample(shapes, pending, up)
 
     def figures(self) -> dict[str, Any]:
         cap = self.state.capacity or 1.0

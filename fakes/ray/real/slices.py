@@ -105,10 +105,7 @@ class RaySlices:
         """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
         if self.slices is None:
             return super().used_per_node()
-        used = np.zeros(self.n, dtype=np.int64)
-        for held in self.slices.holdings.values():
-            for n, _k, slot in held:
-                used[n] += slot.share.is_whole
+        used = self.slices.whole_held_per_node()
         used[sorted(self.dead)] = 0
         return used
 
@@ -124,10 +121,7 @@ class RaySlices:
             return snap
         up = up_mask(self.n, self.dead)
         pending = {(job.share, job.gpus_per_member, job.gpu_spec) for job in self.pending.values()}
-        figures = self.slices.figures(self.shapes, pending, up)
-        figures["allocated_whole_gpus"] = sum(1 for held in self.slices.holdings.values()
-                                              for _n, _k, slot in held if slot.share.is_whole)
-        return dataclasses.replace(snap, gpu_sharing=figures)
+        return dataclasses.replace(snap, gpu_sharing=self.slices.real_sample(self.shapes, pending, up))
 
     def slice_figures(self) -> dict:
         """Bundles booked and bundles the ledger could not hold where the GCS put them."""

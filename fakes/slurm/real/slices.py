@@ -185,11 +185,7 @@ class SlurmSlices:
         """With slices: whole GPUs held only, a slice counted in gpu_sharing (as the twins count)."""
         if self.slices is None:
             return super().used_per_node()
-        used = np.zeros(self.fleet.nodes, dtype=np.int64)
-        for held in self.slices.holdings.values():
-            for n, _k, slot in held:
-                used[n] += slot.share.is_whole
-        return used
+        return self.slices.whole_held_per_node()
 
     def free_per_node(self) -> np.ndarray:
         """With slices: idle GPUs a whole-GPU member may take (none on MIG nodes), as the twins see them."""
@@ -204,10 +200,7 @@ class SlurmSlices:
         up = up_mask(self.fleet.nodes, self.down)
         pending = {(tr.job.share, tr.job.gpus_per_member, tr.job.gpu_spec)
                    for tr in self.jobs.values() if not tr.done and not tr.started}
-        figures = self.slices.figures(self.shapes, pending, up)
-        figures["allocated_whole_gpus"] = sum(1 for held in self.slices.holdings.values()
-                                              for _n, _k, slot in held if slot.share.is_whole)
-        return dataclasses.replace(snap, gpu_sharing=figures)
+        return dataclasses.replace(snap, gpu_sharing=self.slices.real_sample(self.shapes, pending, up))
 
     def slice_figures(self) -> dict:
         """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU
