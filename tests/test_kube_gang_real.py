@@ -75,15 +75,23 @@ def test_every_gang_is_bound_whole_and_the_rows_match_the_summary(name, new_thre
     assert res["jobs"]["finished"] == outcomes.count("finished") == sum(1 for r in rows.values() if r["admitted_s"])
     assert res["jobs"]["pending_at_end"] == outcomes.count("pending")
     assert res["jobs"]["failed"] == res["jobs"]["rejected"] == 0
-    # All-or-nothing. The run's figures are wall-clock (the workload is compressed 10x,
-    # loadgen/drive/timescale.py). A released gang's binding cycles run in parallel and their binds
-    # reach the watch milliseconds apart: measured 9.5e-5 GPU-hours for kube-gang. Gang 1 held partly
-    # while it waited for gang 0 would count 16 GPUs x 11.5 s = 0.05 GPU-hours. Kueue admits the
-    # group whole, then kube-scheduler binds its pods one after another (~12 ms apart,
-    # tools/kueue/measure.py): not 0, and slower on a busy machine (docs/kueue.md; test_kueue_real.py's bound).
-    assert res["partial_gang_gpu_hours"] < (2e-3 if name == "kueue" else 1e-3), res["partial_gang_gpu_hours"]
-    gpu_h = sum(m * g * max(d / 10, 0.5) for i, m, g, _, d in JOBS if rows[i]["outcome"] == "finished") / 3600
-    assert res["gpu_hours_allocated"] == pytest.approx(gpu_h, rel=0.05)    # MIN_DURATION_S 0.5 above
+    # All-or-nothing, bounded by the cause it rules out rather than by how fast this machine binds.
+    # A gang held partly while it waits for capacity holds at least gang 1's wait for gang 0: 2 nodes
+    # x 8 GPUs x 11.5 s (wall, time scale 10) = 0.051 GPU-hours (vanilla kube's twin: 0.84). A
+    # released gang's pods are bound milliseconds apart (kube-gang 9.5e-5 GPU-hours on a quiet
+    # machine); on a loaded one the binds spread (coscheduling 1.7e-3 beside a CPU hog, Kueue, whose
+    # pods kube-scheduler binds one after another, 1.5e-3), still far below a fifth of the wait.
+    assert res["partial_gang_gpu_hours"] < 0.051 / 5, res["partial_gang_gpu_hours"]
+    # GPU-hours: the summary's figure is the rows' holding time plus the partial windows (rounded to
+    # 1e-3), and every finished job held its GPUs for its planned wall time (duration / 10, at least
+    # MIN_DURATION_S 0.5), give or take the watch's lag: never shorter by more than 0.25 s, and not
+    # kept after its end (a job never released would hold its GPUs to the run's end, 40 s or more).
+    fin = [(i, m, g, max(d / 10, 0.5)) for i, m, g, _, d in JOBS if rows[i]["outcome"] == "finished"]
+    held = {i: float(rows[i]["finished_s"]) - float(rows[i]["admitted_s"]) for i, *_ in fin}
+    assert all(-0.25 < held[i] - planned < 10.0 for i, _, _, planned in fin), \
+        {i: round(held[i] - planned, 3) for i, _, _, planned in fin}
+    rows_gpu_h = sum(m * g * held[i] for i, m, g, _ in fin) / 3600
+    assert res["gpu_hours_allocated"] == pytest.approx(rows_gpu_h + res["partial_gang_gpu_hours"], abs=1e-3)
     cp = res["control_plane"]
     assert cp.get("submit_errors", 0) == 0 and cp.get("delete_errors", 0) == 0
     if name != "kueue":
@@ -145,7 +153,8 @@ def test_a_run_on_a_cluster_up_kube_gang_cluster_deletes_every_object_it_labelle
                             "--quiet"], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-2000:]
         res = json.loads((out / "summary.json").read_text())["schedulers"]["kube-gang"]
-        assert res["jobs"]["finished"] == len(JOBS) and res["partial_gang_gpu_hours"] < 1e-3, res["jobs"]
+        assert res["jobs"]["finished"] == len(JOBS), res["jobs"]
+        assert res["partial_gang_gpu_hours"] < 0.051 / 5, res["partial_gang_gpu_hours"]     # the cause, as above
         left = res["control_plane"]["left_behind"]
         assert left["workloads"] == left["podgroups"] == left["pods"] == left["namespaces"] == 0, left
     finally:
