@@ -107,8 +107,8 @@ def twin_scores(ctx: TargetContext, steps, placements: list[Placement | None]) -
     """The twin's score parts for each step on every node (node -> plugin -> score), the fleet
     holding what the earlier steps' `placements` (the real ones, say) put there: the node score
     compared without depending on which of two tied nodes either scheduler took."""
-    from fakes.kube.sim import PodState, Scorer
     from fakes.kube.gpuapi import choose_api
+    from fakes.kube.sim import PodState, Scorer
     from fakes.kube.traits import pod_cpus
     cfg, fleet = ctx.config, ctx.fleet
     gpus_scored = choose_api(cfg, fleet, existing=False) != "dra"

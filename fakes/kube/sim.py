@@ -129,7 +129,9 @@ class Scorer:
         def requested(capacity: int, request: int) -> np.ndarray:
             return capacity - np.arange(capacity + 1, dtype=np.int64) + request
 
-        pod = {"cpu": (cpus, state.cpn), "mem": (POD_MEMORY_GIB, state.mem), **({"gpu": (gpus, state.gpn)} if gpus_scored else {})}
+        pod = {"cpu": (cpus, state.cpn), "mem": (POD_MEMORY_GIB, state.mem)}
+        if gpus_scored:
+            pod["gpu"] = (gpus, state.gpn)
         req = {r: (requested(cap, ask), cap) for r, (ask, cap) in pod.items()}
         # requested fraction of each resource with the pod (`fraction`) and without it (`before`)
         self.fraction = {r: np.minimum(rq / cap, 1.0) for r, (rq, cap) in req.items()}
@@ -168,7 +170,8 @@ class Scorer:
         free = {"cpu": free_cpus, "mem": free_mem, "gpu": free_gpus}
         # NodeResourcesBalancedAllocation over cpu and memory, or (`balanced_allocation`, GPUs scored)
         # alone over cpu, memory and GPUs
-        names = ("cpu", "mem", "gpu") if self.mode == "balanced_allocation" and "gpu" in self.fraction else ("cpu", "mem")
+        alone = self.mode == "balanced_allocation" and "gpu" in self.fraction
+        names = ("cpu", "mem", "gpu") if alone else ("cpu", "mem")
         out = {"NodeResourcesBalancedAllocation": balanced_allocation(
             [self.fraction[r][free[r]] for r in names], [self.before[r][free[r]] for r in names])}
         if self.mode != "balanced_allocation":

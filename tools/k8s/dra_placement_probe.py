@@ -102,7 +102,8 @@ def main() -> int:
     try:
         def show(i, placement, pod):
             names.append(pod)
-            where = "pending" if placement is None else f"{target.node_names[placement.node]} GPU {list(placement.gpus)}"
+            where = ("pending" if placement is None
+                     else f"{target.node_names[placement.node]} GPU {list(placement.gpus)}")
             print(f"{i:3d} {pp.SEQUENCE[i].text:>18}  {where}", flush=True)
         real = pp.real_placements(target, pp.SEQUENCE, show)
         node_names = list(target.node_names)
@@ -120,7 +121,8 @@ def main() -> int:
                                  text=True).stdout.strip()
         doc = {"command": "PYTHONPATH=$PWD .venv/bin/python tools/k8s/dra_placement_probe.py "
                           f"--scenario {args.scenario} --nodes {args.nodes} --v {args.v} --out {args.out}",
-               "kube_scheduler": version, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "kube_scheduler": version,
+               "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                "load_average": [round(x, 2) for x in os.getloadavg()],
                "fleet": {"nodes": fleet.nodes, "gpus_per_node": fleet.gpus_per_node,
                          "cpus_per_node": fleet.cpus_per_node, "memory_gib_per_node": fleet.memory_gib_per_node},

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(one(scenario_path, trace, scale), indent=1))
         return 0
     print(json.dumps({"command": "python tools/k8s/openb_share_twin.py " + " ".join(sys.argv[1:]),
-                      "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                      "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                       "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
     rows = []
     for seed in range(1, seeds + 1):
