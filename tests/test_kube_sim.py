@@ -46,6 +46,19 @@ def test_scores_follow_kube_schedulers_integer_arithmetic():
     assert list(Scorer("balanced_allocation", 3, state, 1, 12)(*nodes)) == [72, 72]
 
 
+def test_kube_scheduler_1_34_scored_the_balance_with_the_pod_and_coscheduling_runs_on_it():
+    # scheduler-plugins v0.34.7 is built on kube-scheduler 1.34.7: BalancedAllocation over cpu and
+    # memory is int((1 - |12/96 - 1/1024| / 2) * 100) = 93 and int((1 - |60/96 - 5/1024| / 2) * 100) = 68;
+    # alone over cpu, memory and GPUs, 1 - the population std of the fractions: 94 and 70
+    from fakes.coscheduling.sim import SimCoscheduling
+    from fakes.kubegang.sim import SimKubeGang
+    state = PodState(Fleet(nodes=2))
+    nodes = (np.array([8, 4]), np.array([96, 48]), np.array([1024, 1020]))
+    assert list(Scorer("least_allocated", 3, state, 1, 12, balance_change=False)(*nodes)) == [89 + 93, 49 + 68]
+    assert list(Scorer("balanced_allocation", 3, state, 1, 12, balance_change=False)(*nodes)) == [94, 70]
+    assert SimCoscheduling.balance_change is False and SimKubeGang.balance_change is True
+
+
 def test_balanced_allocation_alone_no_longer_spreads_since_1_36_scores_the_change_in_balance():
     # CPUs follow GPUs and memory stays almost unrequested. 1.34 scored the balance with the pod,
     # so the emptiest node won; 1.36 scores how much the pod changes it: on an empty node

@@ -18,7 +18,7 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
   BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). As of 1.36
   BalancedAllocation scores how much the pod changes the node's balance (`balanced_allocation`
-  below), not the balance with the pod. Ties are
+  below), not the balance with the pod (1.34's, which the coscheduling twin keeps). Ties are
   broken at random, as selectHost does. When the fleet's GPUs go through DRA (`gpu_api`
   resolving to dra, fakes/kube/gpuapi.py), a node lists no nvidia.com/gpu and a pod requests
   none, so both plugins leave GPUs out (a resource the pod does not request is skipped, and so is
@@ -123,9 +123,12 @@ class Scorer:
     resource's score and requested fraction (with and without the pod) is tabulated by the node's
     free amount of that resource.
     `gpus_scored` False (DRA): GPUs are no node resource, so only cpu and memory count, with
-    their weights alone in the sum."""
+    their weights alone in the sum. `balance_change` False: BalancedAllocation as kube-scheduler
+    1.34 scores it, the balance with the pod (scheduler-plugins v0.34.7 runs on kube-scheduler 1.34)."""
 
-    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int, gpus_scored: bool = True):
+    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int, gpus_scored: bool = True,
+                 balance_change: bool = True):
+        self.balance_change = balance_change
         def requested(capacity: int, request: int) -> np.ndarray:
             return capacity - np.arange(capacity + 1, dtype=np.int64) + request
 
@@ -172,8 +175,10 @@ class Scorer:
         # alone over cpu, memory and GPUs
         alone = self.mode == "balanced_allocation" and "gpu" in self.fraction
         names = ("cpu", "mem", "gpu") if alone else ("cpu", "mem")
-        out = {"NodeResourcesBalancedAllocation": balanced_allocation(
-            [self.fraction[r][free[r]] for r in names], [self.before[r][free[r]] for r in names])}
+        with_pod = [self.fraction[r][free[r]] for r in names]
+        out = {"NodeResourcesBalancedAllocation": (
+            balanced_allocation(with_pod, [self.before[r][free[r]] for r in names]) if self.balance_change
+            else _balance(with_pod))}
         if self.mode != "balanced_allocation":
             fit = self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem]
             if "gpu" in self.fraction:
@@ -204,6 +209,7 @@ def balanced_allocation(with_pod: list[np.ndarray], without_pod: list[np.ndarray
 class SimKube(KubeTraits, KubeFamily):
     name = "kube"
     restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
+    balance_change = True         # kube-scheduler >= 1.36: BalancedAllocation scores the pod's change to the balance
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
@@ -385,7 +391,7 @@ class SimKube(KubeTraits, KubeFamily):
         scorer = self.scorers.get((g, c))
         if scorer is None:
             scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c,
-                                                   self.gpus_scored)
+                                                   self.gpus_scored, self.balance_change)
         score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
         best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
