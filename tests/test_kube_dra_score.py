@@ -1,6 +1,7 @@
 """The kube twin's node score when GPUs go through DRA: nodes list no nvidia.com/gpu and pods request
 none, so NodeResourcesFit and BalancedAllocation see cpu and memory only (resource_allocation.go
-skips a resource the pod does not request, and its weight), exact integers."""
+skips a resource the pod does not request, and its weight), exact integers. BalancedAllocation is
+1.36's: the change the pod makes to the node's balance, 50 + (50 + with - without) // 2."""
 import numpy as np
 
 from fakes.kube.gpuapi import choose_api
@@ -18,25 +19,32 @@ def scores(mode, gpus_scored, free_gpus):
     return scorer(np.array(free_gpus), np.array([cpn - 24, cpn - 24]), np.array([mem - 2, mem - 2])), cpn, mem
 
 
+def balance(cpus, mem_gib, cpn, mem):
+    return int((1 - abs(cpus / cpn - mem_gib / mem) / 2) * 100)
+
+
+def balanced(cpn, mem):
+    """The 12-cpu, 1 GiB pod on a node already holding 24 cpus and 2 GiB."""
+    return 50 + (50 + balance(36, 3, cpn, mem) - balance(24, 2, cpn, mem)) // 2
+
+
 def test_under_dra_the_free_gpus_do_not_move_the_score():
     got, cpn, mem = scores("least_allocated", False, [8, 1])
     cpu = (cpn - 36) * 100 // cpn
     memory = (mem - 3) * 100 // mem
-    fc, fm = 36 / cpn, 3 / mem
-    assert got.tolist() == [(cpu + memory) // 2 + int((1 - abs(fc - fm) / 2) * 100)] * 2
+    assert got.tolist() == [(cpu + memory) // 2 + balanced(cpn, mem)] * 2
 
 
 def test_with_gpu_resources_the_emptier_node_wins_as_before():
     got, cpn, mem = scores("least_allocated", True, [8, 1])
     cpu, memory = (cpn - 36) * 100 // cpn, (mem - 3) * 100 // mem
-    balanced = int((1 - abs(36 / cpn - 3 / mem) / 2) * 100)
-    assert got.tolist() == [(cpu + memory + 3 * (7 * 100 // 8)) // 5 + balanced,
-                            (cpu + memory + 3 * 0) // 5 + balanced]
+    assert got.tolist() == [(cpu + memory + 3 * (7 * 100 // 8)) // 5 + balanced(cpn, mem),
+                            (cpu + memory + 3 * 0) // 5 + balanced(cpn, mem)]
 
 
 def test_balanced_allocation_alone_under_dra_is_over_cpu_and_memory():
     got, cpn, mem = scores("balanced_allocation", False, [8, 1])
-    assert got.tolist() == [int((1 - abs(36 / cpn - 3 / mem) / 2) * 100)] * 2
+    assert got.tolist() == [balanced(cpn, mem)] * 2
 
 
 def test_the_twin_scores_gpus_unless_the_fleet_resolves_to_dra():

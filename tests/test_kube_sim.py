@@ -35,20 +35,38 @@ def test_scores_follow_kube_schedulers_integer_arithmetic():
     # A 1-GPU, 12-CPU, 1 GiB pod on an empty node and on one with 4 GPUs, 48 CPUs and 4 GiB used.
     # LeastAllocated (cpu 1, memory 1, GPU 3): (84*100//96 + 1023*100//1024 + 3 * 7*100//8) // 5
     # = (87 + 99 + 261) // 5 = 89, and (37 + 99 + 3*37) // 5 = 49. BalancedAllocation over cpu and
-    # memory: int((1 - |12/96 - 1/1024| / 2) * 100) = 93 and int((1 - |60/96 - 5/1024| / 2) * 100) = 68.
+    # memory (1.36: the change in balance, 50 + (50 + with - without) // 2): with the pod
+    # int((1 - |12/96 - 1/1024| / 2) * 100) = 93 and int((1 - |60/96 - 5/1024| / 2) * 100) = 68,
+    # without it 100 and int((1 - |48/96 - 4/1024| / 2) * 100) = 75: 50 + 43 // 2 = 71 on both.
     state = PodState(Fleet(nodes=2))
     nodes = (np.array([8, 4]), np.array([96, 48]), np.array([1024, 1020]))
-    assert list(Scorer("least_allocated", 3, state, 1, 12)(*nodes)) == [89 + 93, 49 + 68]
-    # balanced_allocation alone over cpu, memory and GPUs: 1 - population std of the fractions
-    assert list(Scorer("balanced_allocation", 3, state, 1, 12)(*nodes)) == [94, 70]
+    assert list(Scorer("least_allocated", 3, state, 1, 12)(*nodes)) == [89 + 71, 49 + 71]
+    # balanced_allocation alone over cpu, memory and GPUs: 1 - population std of the fractions,
+    # with the pod 94 and 70, without it 100 and 76: 50 + 44 // 2 = 72 on both
+    assert list(Scorer("balanced_allocation", 3, state, 1, 12)(*nodes)) == [72, 72]
 
 
-def test_balanced_allocation_spreads_because_memory_stays_almost_unrequested():
-    # CPUs follow GPUs, so without memory every node would score the same; with it the std of
-    # (cpu, memory, gpu) grows with the node's use and the emptiest node wins.
-    jobs = [job(i, 1, gpus=1, t=i * 0.1, dur=10_000) for i in range(8)]
-    t, _, _ = sim("kube", jobs, nodes=8, end=100, overrides={"schedulers.kube.scoring": "balanced_allocation"})
-    assert sorted(int(x) for x in t.state.free_gpus) == [7] * 8
+def test_kube_scheduler_1_34_scored_the_balance_with_the_pod_and_coscheduling_runs_on_it():
+    # scheduler-plugins v0.34.7 is built on kube-scheduler 1.34.7: BalancedAllocation over cpu and
+    # memory is int((1 - |12/96 - 1/1024| / 2) * 100) = 93 and int((1 - |60/96 - 5/1024| / 2) * 100) = 68;
+    # alone over cpu, memory and GPUs, 1 - the population std of the fractions: 94 and 70
+    from fakes.coscheduling.sim import SimCoscheduling
+    from fakes.kubegang.sim import SimKubeGang
+    state = PodState(Fleet(nodes=2))
+    nodes = (np.array([8, 4]), np.array([96, 48]), np.array([1024, 1020]))
+    assert list(Scorer("least_allocated", 3, state, 1, 12, balance_change=False)(*nodes)) == [89 + 93, 49 + 68]
+    assert list(Scorer("balanced_allocation", 3, state, 1, 12, balance_change=False)(*nodes)) == [94, 70]
+    assert SimCoscheduling.balance_change is False and SimKubeGang.balance_change is True
+
+
+def test_balanced_allocation_alone_no_longer_spreads_since_1_36_scores_the_change_in_balance():
+    # CPUs follow GPUs and memory stays almost unrequested. 1.34 scored the balance with the pod,
+    # so the emptiest node won; 1.36 scores how much the pod changes it: on an empty node
+    # 50 + (50 + 94 - 100) // 2 = 72, on a node holding one such pod 50 + (50 + 88 - 94) // 2 = 72,
+    # a tie that selectHost breaks at random.
+    state = PodState(Fleet(nodes=2))
+    nodes = (np.array([8, 7]), np.array([96, 84]), np.array([1024, 1023]))
+    assert list(Scorer("balanced_allocation", 3, state, 1, 12)(*nodes)) == [72, 72]
 
 
 def test_a_node_whose_memory_is_requested_takes_no_more_pods():

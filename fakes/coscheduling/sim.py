@@ -27,6 +27,7 @@ UNSCHEDULABLE_FLUSH_S = 300.0   # kube-scheduler DefaultPodMaxInUnschedulablePod
 class SimCoscheduling(GangKubeTwin):
     name = "coscheduling"
     reject_share = REJECT_PERCENTAGE / 100
+    balance_change = False      # kube-scheduler 1.34 below it: BalancedAllocation scores the balance with the pod
 
     def __init__(self, ctx):
         super().__init__(ctx)

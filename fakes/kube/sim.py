@@ -11,12 +11,14 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   measured from scheduler_scheduling_algorithm_duration_seconds and the Filter and Score extension
   points (fakes/kube/costcurve.py). The 16 parallel Filter/Score workers are inside those
   per-node costs (wall time on this machine's cores), not a separate term.
-- Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB, what
-  the real adapter (fakes/kube/target.py) sends.
+- Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB and at
+  least one cpu (traits.pod_cpus), what the real adapter (fakes/kube/target.py) sends.
 - Score, in kube-scheduler's integer arithmetic: NodeResourcesFit LeastAllocated or
   MostAllocated over cpu (weight 1), memory (1) and nvidia.com/gpu (gpu_weight), plus the default
   profile's NodeResourcesBalancedAllocation over cpu and memory; `balanced_allocation` scores
-  BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). Ties are
+  BalancedAllocation alone over cpu, memory and GPUs (the real adapter's profile). As of 1.36
+  BalancedAllocation scores how much the pod changes the node's balance (`balanced_allocation`
+  below), not the balance with the pod (1.34's, which the coscheduling twin keeps). Ties are
   broken at random, as selectHost does. When the fleet's GPUs go through DRA (`gpu_api`
   resolving to dra, fakes/kube/gpuapi.py), a node lists no nvidia.com/gpu and a pod requests
   none, so both plugins leave GPUs out (a resource the pod does not request is skipped, and so is
@@ -49,7 +51,7 @@ import math
 import numpy as np
 
 from fakes.kube.gpuapi import choose_api
-from fakes.kube.traits import KubeTraits
+from fakes.kube.traits import KubeTraits, pod_cpus
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
@@ -117,19 +119,26 @@ def _most_requested(requested: np.ndarray, capacity: int) -> np.ndarray:
 
 class Scorer:
     """kube-scheduler's node score for one pod shape, in its integer arithmetic
-    (noderesources/least_allocated.go, most_allocated.go, balanced_allocation.go). Each resource's
-    score and requested fraction is tabulated by the node's free amount of that resource.
+    (noderesources/least_allocated.go, most_allocated.go, balanced_allocation.go of v1.36.1). Each
+    resource's score and requested fraction (with and without the pod) is tabulated by the node's
+    free amount of that resource.
     `gpus_scored` False (DRA): GPUs are no node resource, so only cpu and memory count, with
-    their weights alone in the sum."""
+    their weights alone in the sum. `balance_change` False: BalancedAllocation as kube-scheduler
+    1.34 scores it, the balance with the pod (scheduler-plugins v0.34.7 runs on kube-scheduler 1.34)."""
 
-    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int, gpus_scored: bool = True):
+    def __init__(self, mode: str, gpu_weight: int, state: PodState, gpus: int, cpus: int, gpus_scored: bool = True,
+                 balance_change: bool = True):
+        self.balance_change = balance_change
         def requested(capacity: int, request: int) -> np.ndarray:
             return capacity - np.arange(capacity + 1, dtype=np.int64) + request
 
-        req = {"cpu": (requested(state.cpn, cpus), state.cpn), "mem": (requested(state.mem, POD_MEMORY_GIB), state.mem)}
+        pod = {"cpu": (cpus, state.cpn), "mem": (POD_MEMORY_GIB, state.mem)}
         if gpus_scored:
-            req["gpu"] = (requested(state.gpn, gpus), state.gpn)
+            pod["gpu"] = (gpus, state.gpn)
+        req = {r: (requested(cap, ask), cap) for r, (ask, cap) in pod.items()}
+        # requested fraction of each resource with the pod (`fraction`) and without it (`before`)
         self.fraction = {r: np.minimum(rq / cap, 1.0) for r, (rq, cap) in req.items()}
+        self.before = {r: np.minimum((rq - pod[r][0]) / cap, 1.0) for r, (rq, cap) in req.items()}
         self.mode, self.weight_sum = mode, 2 + (gpu_weight if gpus_scored else 0)
         if mode != "balanced_allocation":
             fit = _least_requested if mode == "least_allocated" else _most_requested
@@ -157,27 +166,50 @@ class Scorer:
 
     def score(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
         """The score computed from the per-resource tables (what `table` holds for every free amount)."""
-        fc, fm = self.fraction["cpu"][free_cpus], self.fraction["mem"][free_mem]
-        gpus_scored = "gpu" in self.fraction
-        if self.mode == "balanced_allocation" and gpus_scored:
-            # NodeResourcesBalancedAllocation alone over cpu, memory and GPUs: 1 - std, x 100, truncated
-            fg = self.fraction["gpu"][free_gpus]
-            mean = (fc + fm + fg) / 3
-            std = np.sqrt(((fc - mean) ** 2 + (fm - mean) ** 2 + (fg - mean) ** 2) / 3)
-            return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
-        # BalancedAllocation over cpu and memory (the std of two fractions is half their difference)
-        balanced = ((1 - np.abs((fc - fm) / 2)) * MAX_NODE_SCORE).astype(np.int64)
-        if self.mode == "balanced_allocation":
-            return balanced
-        fit = self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem]
-        if gpus_scored:
-            fit = fit + self.fit["gpu"][free_gpus]
-        return fit // self.weight_sum + balanced
+        return sum(self.plugins(free_gpus, free_cpus, free_mem).values())
+
+    def plugins(self, free_gpus: np.ndarray, free_cpus: np.ndarray, free_mem: np.ndarray) -> dict[str, np.ndarray]:
+        """Each scoring plugin's part, by kube-scheduler's plugin name (as -v=10 logs them)."""
+        free = {"cpu": free_cpus, "mem": free_mem, "gpu": free_gpus}
+        # NodeResourcesBalancedAllocation over cpu and memory, or (`balanced_allocation`, GPUs scored)
+        # alone over cpu, memory and GPUs
+        alone = self.mode == "balanced_allocation" and "gpu" in self.fraction
+        names = ("cpu", "mem", "gpu") if alone else ("cpu", "mem")
+        with_pod = [self.fraction[r][free[r]] for r in names]
+        out = {"NodeResourcesBalancedAllocation": (
+            balanced_allocation(with_pod, [self.before[r][free[r]] for r in names]) if self.balance_change
+            else _balance(with_pod))}
+        if self.mode != "balanced_allocation":
+            fit = self.fit["cpu"][free_cpus] + self.fit["mem"][free_mem]
+            if "gpu" in self.fraction:
+                fit = fit + self.fit["gpu"][free_gpus]
+            out["NodeResourcesFit"] = fit // self.weight_sum
+        return out
+
+
+def _balance(fractions: list[np.ndarray]) -> np.ndarray:
+    """balancedResourceScore: (1 - std of the requested fractions) x 100, truncated; the std of two
+    fractions is half their difference."""
+    if len(fractions) == 2:
+        std = np.abs((fractions[0] - fractions[1]) / 2)
+    else:
+        mean = sum(fractions) / len(fractions)
+        std = np.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def balanced_allocation(with_pod: list[np.ndarray], without_pod: list[np.ndarray]) -> np.ndarray:
+    """kube-scheduler 1.36's BalancedAllocation (balancedResourceScorer): the change the pod makes to
+    the node's balance, 50 + (50 + with - without) / 2, so about 75 wherever the pod leaves the
+    balance as it was (1.34 scored the balance with the pod alone). with - without >= -50, so the
+    integer division truncates as Go's does."""
+    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + _balance(with_pod) - _balance(without_pod)) // 2
 
 
 class SimKube(KubeTraits, KubeFamily):
     name = "kube"
     restart_whole_gang = False    # a lost pod is recreated; its siblings keep their nodes
+    balance_change = True         # kube-scheduler >= 1.36: BalancedAllocation scores the pod's change to the balance
 
     def __init__(self, ctx: TargetContext):
         super().__init__(ctx)
@@ -359,13 +391,13 @@ class SimKube(KubeTraits, KubeFamily):
         scorer = self.scorers.get((g, c))
         if scorer is None:
             scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c,
-                                                   self.gpus_scored)
+                                                   self.gpus_scored, self.balance_change)
         score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
         best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
 
     def _attempt(self, js: JobState, clock: float) -> float:
-        g, c = js.job.gpus_per_member, js.job.cpus_per_member
+        g, c = js.job.gpus_per_member, pod_cpus(js.job.cpus_per_member)
         pods = self._pending_pods(js)
         sliced = self.state.sliced(js.job)
         for i in range(pods):

@@ -23,7 +23,7 @@ from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.gpusharing import KubeGpuSharing
 from fakes.kube.pods import COMPLETE_AFTER, L_JOB, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
-from fakes.kube.traits import KubeTraits
+from fakes.kube.traits import KubeTraits, pod_cpus
 from loadgen.model.events import Event, Kind
 from loadgen.model.job import Job
 from loadgen.model.target import Snapshot, TargetContext
@@ -124,7 +124,7 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
         gpus, claim_fields, claims = self.member_resources(job)
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "annotations": ann, "labels": {**self.labels(job), **self.gang_labels(job)}},
-                "spec": pod_spec({**gpus, "cpu": str(max(job.cpus_per_member, 1)), "memory": "1Gi"}, claims,
+                "spec": pod_spec({**gpus, "cpu": str(pod_cpus(job.cpus_per_member)), "memory": "1Gi"}, claims,
                                  **self.pod_fields(), **self.gang_fields(job), **claim_fields)}
         gang.pods[name] = member
         self.pool.submit(self._create_one, job.id, name, body)

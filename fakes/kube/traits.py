@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 SLI = "scheduler_pod_scheduling_sli_duration_seconds"
+MIN_POD_CPUS = 1
+
+
+def pod_cpus(cpus_per_member: int) -> int:
+    """The cpu request of a member's pod: the real adapter asks at least MIN_POD_CPUS (a trace's
+    GPU-only pod, openb's milli pods, asks 0), and NodeResourcesFit and BalancedAllocation score
+    that request, so a node holding many such pods looks as full to the twin as to the scheduler."""
+    return max(int(cpus_per_member), MIN_POD_CPUS)
 
 
 class KubeTraits:
