@@ -3,7 +3,10 @@
 through the target's own queues: no Slurm runs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from fakes.slurm.client import Row
+from fakes.slurm.gres import job_details
 from fakes.slurm.real.tracked import Tracked
 from fakes.slurm.target import RealSlurm
 from loadgen.model.fleet import Fleet, NodePool
@@ -108,3 +111,72 @@ def test_a_slice_still_refused_after_its_holder_left_is_a_conflict(tmp_path):
     figures = t.slice_figures()
     assert figures["conflicts"] == 1 and "booked_after_holder_left" not in figures
     assert figures["conflict_examples"][0]["held"] == [(A, "milli:500", "RUNNING")]     # as at the refusal
+
+
+# --- Slurm 22.05 handing a GPU out whole beside running shards (SchedMD bug 19110, fixed in 23.11.5) ---
+CAPTURED = Path(__file__).parent / "data" / "slurm" / "shard-then-whole-22.05.8.txt"
+S, W, W2 = 10, 12, 14           # Slurm ids: a shard:320 job and whole-GPU jobs, as in the capture
+
+
+def eight_gpus(tmp_path, shares: dict[int, str]) -> RealSlurm:
+    """One node of 8 fraction-shared t4 GPUs (the openb slice's pool), jobs of the given shares ("" whole)."""
+    fleet = Fleet(nodes=1, gpus_per_node=8, cpus_per_node=16, leaf_size=8,
+                  pools=(NodePool("frac", 1, "t4", Sharing("fraction"), 8),))
+    t = RealSlurm(TargetContext(fleet=fleet, config=dict(FAST), control_plane={}, seed=1, run_dir=tmp_path))
+    for sid, share in shares.items():
+        job = Job(id=sid, tenant="t", queue="default", cls="slice", members=1, gpus_per_member=1, duration_s=5,
+                  submit_s=0.0, min_available=1, cpus_per_member=1, share=share)
+        t.jobs[job.id] = t.by_slurm[sid] = t.active[sid] = Tracked(job, slurm_id=sid, seen=True)
+    return t
+
+
+def test_a_whole_gpu_slurm_granted_beside_running_shards_is_booked_as_slurm_made_it(tmp_path):
+    """`scontrol -d show job` as Slurm 22.05.8 printed it (tools/gpushare/slurm_shard_probe.py, case
+    after_end): job 10 holds shard:320 on GPU 0 and job 12 got GPU 0 whole, both RUNNING. The
+    ledger books job 12 on GPU 0 (fully allocated, once) with job 10's shards set aside: one
+    double booking, no conflict; the shards are booked back when job 12 leaves."""
+    details = job_details(CAPTURED.read_text())
+    assert details == {S: [("gpu-00000", "shard", "", 0, 320)], W: [("gpu-00000", "gpu", "t4", 0, 1)]}
+    t = eight_gpus(tmp_path, {S: "milli:320", W: ""})
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "PENDING")}], reads=((S, 100, details[S]),))
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "RUNNING", 105)}], reads=((W, 105, details[W]),))
+    assert held(t) == [W]
+    assert t.slices.allocated_compute == 1.0 and t.used_per_node().tolist() == [1]
+    figures = t.slice_figures()
+    assert (figures["read"], figures["conflicts"], figures["double_booked"]) == (2, 0, 1)
+    assert figures["double_booked_examples"] == [{"slurm_id": W, "node": 0, "gpu": 0,
+                                                  "held": [(S, "milli:320", "RUNNING")]}]
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "COMPLETED", 105)}])
+    assert held(t) == [S]
+    assert t.slices.allocated_compute == 0.32
+    assert t.slice_figures()["conflicts"] == 0
+
+
+def test_whole_gpus_granted_one_after_another_over_the_same_shards_each_count(tmp_path):
+    """As in the openb run (job 8's shards on GPU 3 while whole-GPU jobs came and went there): each
+    whole-GPU grant over the still-running shards is one double booking; when the shard job ends
+    under a whole-GPU job, nothing is booked back."""
+    t = eight_gpus(tmp_path, {S: "milli:320", W: "", W2: ""})
+    on_gpu0 = [("gpu-00000", "gpu", "t4", 0, 1)]
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "PENDING"), W2: row(t, W2, "PENDING")}],
+          reads=((S, 100, [("gpu-00000", "shard", "", 0, 320)]),))
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "RUNNING", 105), W2: row(t, W2, "PENDING")}],
+          reads=((W, 105, on_gpu0),))
+    cycle(t, [{S: row(t, S, "RUNNING", 100), W: row(t, W, "COMPLETED", 105), W2: row(t, W2, "RUNNING", 110)}],
+          reads=((W2, 110, on_gpu0),))
+    assert held(t) == [W2]
+    cycle(t, [{S: row(t, S, "COMPLETED", 100), W2: row(t, W2, "RUNNING", 110)}])
+    cycle(t, [{W2: row(t, W2, "COMPLETED", 110)}])
+    assert held(t) == [] and t.slices.allocated_compute == 0.0
+    figures = t.slice_figures()
+    assert (figures["read"], figures["conflicts"], figures["double_booked"]) == (3, 0, 2)
+
+
+def test_a_whole_gpu_read_on_a_gpu_held_whole_is_still_a_conflict(tmp_path):
+    """Only a whole GPU over slices is Slurm 22.05's double booking; over another whole GPU it is a conflict."""
+    t = eight_gpus(tmp_path, {W: "", W2: ""})
+    on_gpu0 = [("gpu-00000", "gpu", "t4", 0, 1)]
+    cycle(t, [{W: row(t, W, "RUNNING", 100), W2: row(t, W2, "PENDING")}], reads=((W, 100, on_gpu0),))
+    cycle(t, [{W: row(t, W, "RUNNING", 100), W2: row(t, W2, "RUNNING", 105)}], reads=((W2, 105, on_gpu0),))
+    figures = t.slice_figures()
+    assert figures["conflicts"] == 1 and "double_booked" not in figures

@@ -145,12 +145,13 @@ class SliceState:
         assert len(free) == gpus, f"node {node}: {gpus} idle GPUs asked, {len(free)} there"
         return [self.place(owner, node, GpuShare(), "first") for _ in range(gpus)]
 
-    def give_back(self, owner: int, node: int | None = None) -> int:
-        """Release what `owner` holds (on `node` only, if given); returns the slots released."""
+    def give_back(self, owner: int, node: int | None = None, gpu: int | None = None) -> int:
+        """Release what `owner` holds (on `node` only, and on its GPU `gpu` only, if given);
+        returns the slots released."""
         held = self.holdings.get(owner, [])
         keep, gone = [], []
         for h in held:
-            (gone if node is None or h[0] == node else keep).append(h)
+            (gone if (node is None or h[0] == node) and (gpu is None or h[1] == gpu) else keep).append(h)
         for n, k, slot in gone:
             self.ledgers[n][k].release(slot)
             self._account(n, k, slot, -1)

@@ -9,7 +9,8 @@ doc/html/gres.shtml ("Sharding", "MIG Management"):
   GPU's shards are one gres.conf line `Name=shard Count=K File=<that GPU's file>`, so a shard's
   index is its GPU's index; slurm.conf `Gres=gpu:<model>:<n>,shard:<n*K>`. A job asks
   `--gres=shard:K`; Slurm 22.05 takes one job's shards on a node from one GPU, and a GPU holding
-  shards is not handed out whole (nor the reverse).
+  shards is not handed out whole (nor the reverse), except once another job's shards on that GPU
+  were released (22.05's shared-GRES release, fakes/slurm/real/slices.py).
 * fraction (milli shares): Slurm has no fractional GPU; a fraction pool is a shard pool of 1000
   shards per GPU and `milli:N` asks `--gres=shard:N` (exact, no rounding).
 * MIG with a fixed layout: each MIG instance is a GPU GRES of its own typed by its profile, as

@@ -15,6 +15,16 @@ It is counted in `conflicts` (Slurm granting beyond a GPU's capacity, or gangsto
 if it still does not fit once they are gone, if its job ends first, or if it is still waiting
 when the figures are read. A grant of other than the shards asked is counted in `mismatched`, a
 job that ended before its GRES was read in `unread`. Only a fleet with node pools keeps slices.
+
+One over-allocation is Slurm's own and is booked as Slurm made it: a whole GPU handed out while
+shards of running jobs are still on it (`double_booked`). Slurm 22.05 keeps one bit per GPU for the
+shards in use on a node and clears a GPU's bit when any job's shards there are released, even
+while other jobs still hold shards on it (src/slurmctld/gres_ctld.c, _job_dealloc); the whole-GPU
+filter only avoids GPUs whose bit is set (cons_tres/gres_sched.c, _build_sock_gres_by_topo), so
+after two jobs shared a GPU and one ended, `--gres=gpu:N` may take it. SchedMD bug 19110, fixed in
+23.11.5 ("Fix bad deallocation of shared gres"); tools/gpushare/slurm_shard_probe.py shows it on a
+slurmd. The whole-GPU job is booked on that GPU (so it counts fully allocated, once) and the slices
+are held aside; they are booked back when it leaves, if their jobs still hold them.
 """
 from __future__ import annotations
 
@@ -60,6 +70,14 @@ class Refused:
     example: dict                           # what conflict_examples shows if it stays refused
 
 
+@dataclasses.dataclass
+class Overlaid:
+    """A GPU Slurm handed out whole (to Slurm id `whole`) while the `aside` slices, (Slurm id,
+    share), were still held on it: booked back once `whole` leaves the GPU."""
+    whole: int
+    aside: list[tuple[int, GpuShare]]
+
+
 class SlurmSlices:
     """Part of RealSlurm (fakes/slurm/target.py); reads and sets its attributes."""
 
@@ -73,6 +91,9 @@ class SlurmSlices:
         self.conflicts: list[dict] = []                      # the first few, for diagnosis
         self.late = {"ended_before_booked": 0, "booked_after_holder_left": 0}
         self.refused: list[Refused] = []                     # waiting for their GPU's holders to leave
+        self.overlaid: dict[tuple[int, int], Overlaid] = {}  # (node, gpu) Slurm handed out whole over slices
+        self.double_booked = 0                               # whole GPUs Slurm handed out over running slices
+        self.double_examples: list[dict] = []                # the first few, as read
         self._gres_q: queue.SimpleQueue = queue.SimpleQueue()   # (slurm id, StartTime, [(nodes, kind, type, idx, n)])
         self._gres_read: set[tuple[int, int | None]] = set()    # watcher: (slurm id, StartTime) read
         self._gres_wait: dict[int, tuple] = {}     # read, waiting for the main thread to see the job start
@@ -106,13 +127,15 @@ class SlurmSlices:
         return tr is not None and not tr.done and tr.started and row is not None and row.state in HOLDING
 
     def _apply_gres(self) -> None:
-        """Bring the ledger to the latest poll: give back what jobs no longer holding held, then
-        book the slices still waiting for their GPU's holders, then place what the watcher read."""
+        """Bring the ledger to the latest poll: give back what jobs no longer holding held, book
+        back the slices set aside on GPUs whose whole-GPU holder left, then book the slices still
+        waiting for their GPU's holders, then place what the watcher read."""
         if self.slices is None:
             return
         for sid in list(self.slices.holdings):
             if not self._holds(sid):
                 self.slices.give_back(sid)
+        self._end_overlays()
         self._retry_refused()
         for sid, start, rows in _drained(self._gres_q):
             self._gres_wait[sid] = (start, rows)
@@ -129,6 +152,9 @@ class SlurmSlices:
     def _place(self, sid: int, job: Job, rows: list[tuple[str, str, str, int, int]]) -> None:
         self.slices.give_back(sid)
         self.refused = [r for r in self.refused if r.sid != sid]     # an earlier attempt's
+        for ov in self.overlaid.values():
+            ov.aside = [(o, sh) for o, sh in ov.aside if o != sid]
+        self._end_overlays()
         book = self._holds(sid)
         if not book:
             self.late["ended_before_booked"] += 1
@@ -148,6 +174,9 @@ class SlurmSlices:
                 start = dev.start if dev.profile else None
                 if book and self.slices.place_at(sid, i, dev.gpu, one, start) is None:
                     holders = self._holders(i, dev.gpu)
+                    if one.is_whole and holders and all(sh != "whole" and self._holds(o) for o, sh, _ in holders):
+                        self._double_book(sid, i, dev.gpu, holders)
+                        continue
                     self.refused.append(Refused(sid, job, i, dev.gpu, one, start, frozenset(o for o, *_ in holders),
                                                 {"slurm_id": sid, "share": job.share or "whole", "node": i,
                                                  "gpu": dev.gpu, "held": holders}))
@@ -158,6 +187,33 @@ class SlurmSlices:
         """What the ledger holds on one GPU: (Slurm id, share, squeue state) per slot."""
         return [(o, slot.share.text or "whole", getattr(self._rows.get(o), "state", None))
                 for o, hs in self.slices.holdings.items() for n, k, slot in hs if (n, k) == (node, gpu)]
+
+    def _double_book(self, sid: int, node: int, gpu: int, holders: list[tuple[int, str, str | None]]) -> None:
+        """Slurm handed GPU `gpu` of `node` whole to `sid` while the `holders`' slices were on it
+        (Slurm 22.05's shared-GRES release, see the module docstring): book it whole, the slices aside."""
+        aside = [(o, slot.share) for o, hs in self.slices.holdings.items()
+                 for n, k, slot in hs if (n, k) == (node, gpu)]
+        for o in {o for o, _ in aside}:
+            self.slices.give_back(o, node, gpu)
+        placed = self.slices.place_at(sid, node, gpu, WHOLE)
+        assert placed is not None, f"GPU {gpu} of node {node} not idle once its slices were set aside"
+        self.overlaid[node, gpu] = Overlaid(sid, aside)
+        self.double_booked += 1
+        if len(self.double_examples) < 20:
+            self.double_examples.append({"slurm_id": sid, "node": node, "gpu": gpu, "held": holders})
+
+    def _end_overlays(self) -> None:
+        """Book back the slices set aside on each GPU whose whole-GPU holder has left it, those
+        whose jobs still hold them; a conflict if one does not fit there any more."""
+        for (node, gpu), ov in list(self.overlaid.items()):
+            ov.aside = [(o, sh) for o, sh in ov.aside if self._holds(o)]
+            if any((n, k) == (node, gpu) for n, k, _ in self.slices.holdings.get(ov.whole, [])):
+                continue
+            del self.overlaid[node, gpu]
+            for o, share in ov.aside:
+                if self.slices.place_at(o, node, gpu, share) is None:
+                    self._conflict({"slurm_id": o, "share": share.text, "node": node, "gpu": gpu,
+                                    "held": self._holders(node, gpu)})
 
     def _retry_refused(self) -> None:
         """After the releases: book each waiting slice whose GPU's holders at the refusal are all
@@ -204,10 +260,13 @@ class SlurmSlices:
 
     def slice_figures(self) -> dict:
         """What the run read back: jobs placed, jobs never read, slices Slurm granted beyond a GPU
-        (those still waiting for their GPU's holders included); the late bookings when there were any."""
+        (those still waiting for their GPU's holders included); the late bookings and the whole
+        GPUs Slurm handed out over running shards (`double_booked`, with the first few) when there were any."""
         if self.slices is None:
             return {}
         counts = {**self.slice_counts, "conflicts": self.slice_counts["conflicts"] + len(self.refused)}
         examples = (self.conflicts + [r.example for r in self.refused])[:20]
-        return {**counts, **{k: n for k, n in self.late.items() if n},
+        double = {"double_booked": self.double_booked,
+                  "double_booked_examples": self.double_examples} if self.double_booked else {}
+        return {**counts, **{k: n for k, n in self.late.items() if n}, **double,
                 **({"conflict_examples": examples} if examples else {})}
