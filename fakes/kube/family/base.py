@@ -40,6 +40,7 @@ from fakes.kube.family.gang import NS, Gang
 from fakes.kube.family.scrape import ControlPlaneScrape
 from fakes.kube.family.watch import PodEvents
 from fakes.kube.pods import PodView, PodWatch
+from fakes.kube.poster import JsonPoster
 from fakes.real.base import RealTarget
 from loadgen.model.job import Job
 from loadgen.model.startup.imagecache import ImageCache
@@ -72,6 +73,7 @@ class RealKubeFamily(ClusterSetup, PodEvents, ClientCalls, ControlPlaneScrape, C
         self.readmission_s: list[float] = []            # lost members -> admitted again
         self.cluster: KubeCluster | None = None
         self.api = None                                 # kubernetes CoreV1Api
+        self.poster: JsonPoster | None = None           # pod and gang-object creates (fakes/kube/poster.py)
         self.pool: ThreadPoolExecutor | None = None
         self._chaos_pool: ThreadPoolExecutor | None = None
         self.watch: PodWatch | None = None
