@@ -200,10 +200,12 @@ def _post_ms(a0: dict, a1: dict) -> dict:
 
 
 def summarise(steps: list[dict]) -> dict:
-    """Per client: the highest sustained offered rate, the closed-loop rate and the CPU it cost."""
+    """Per client: the highest sustained offered rate, the closed-loop rate and the CPU a create
+    cost the generator (median over the closed-loop steps, where the fewest idle wake-ups share it;
+    over all steps without one)."""
     sustained = [s for s in steps if s.get("sustained")]
     closed = [s for s in steps if s["step"] == "max"]
-    cpu = [s["generator_cpu_ms_per_create"] for s in steps if s["created"]]
+    cpu = [s["generator_cpu_ms_per_create"] for s in closed or steps if s["created"]]
     per_create = statistics.median(cpu) if cpu else None
     return {"highest_sustained_per_s": max((s["created_per_s"] for s in sustained), default=None),
             "highest_sustained_offered_per_s": max((s["step"] for s in sustained), default=None),
