@@ -19,8 +19,9 @@ kube-controller-manager, kube-scheduler v1.36.1 at -v=2 and kwok, all on 127.0.0
    created and bound rates, the scheduler's activeQ depth sampled every second, and the same
    histograms say which side limits binds per second: the creates (the generator or the
    apiserver's create path), the scheduling cycle, the client limiter or the binds. Beside them,
-   the CPU this process (the generator) spent per create and the cores the apiserver and etcd
-   used while the creates ran.
+   the CPU this process spent per create while the creates ran (the creates, its pod watch and
+   the activeQ sampler: the generator's side) and the cores the apiserver, etcd and kube-scheduler
+   used meanwhile.
 
 Pods are created through `--client new` (fakes/kube/poster.py, what the adapters use: encoded
 bodies on kept-alive connections) or `old` (the official Python client, which opened a TLS
