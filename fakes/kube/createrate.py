@@ -14,7 +14,8 @@ creates pods:
 
 Each step lasts `--step-s` seconds. A step `max` is closed-loop: `--threads` threads create as fast
 as they can. A numeric step offers that many creates per second on a fixed schedule (open loop, the
-same threads): it is sustained when at least 95% of what was offered was created by the step's end.
+same threads): it is sustained when at least 95% of what was offered was created by the step's end
+(creates still queued in the client at the end are not sent; `refused` counts them as not_sent).
 Per step the result holds the created rate, the client's latency, the refusals, the generator's
 CPU per create (this process's CPU time over the step divided by its creates: everything it did is
 the generator's cost), the connections its pool opened (each a TLS handshake), the apiserver's own
@@ -127,6 +128,10 @@ class Probe:
 
         def one(i: int, end: float) -> None:
             t = time.monotonic()
+            if t > end:                 # an open-loop backlog past the step's end is not sent
+                with lock:
+                    refused["not_sent"] = refused.get("not_sent", 0) + 1
+                return
             try:
                 creator.create(f"{label}-{i}")
             except Exception as e:      # noqa: BLE001 - every refusal is counted by its reason

@@ -5,9 +5,10 @@ base: cluster.py brings the cluster up (fakes/kube/cluster.py) with the scenario
 and etcd quota, registers the fleet as KWOK nodes and waits until they are Ready; watch.py turns
 each pod change into GPUs held per node and into gang events (BOUND per member, ADMITTED and
 STARTED once min_available members are bound, FINISHED once every member Succeeded, EVICTED and
-REQUEUED when a bound member is lost); calls.py runs client calls on a pool and reports back
-through the same inbox as the watch, so job state stays on the caller's thread; scrape.py keeps
-apiserver, etcd and scheduler figures; chaos.py and cleanup.py do what their names say.
+REQUEUED when a bound member is lost); calls.py runs client calls on a pool (pods and gang
+objects are POSTed through fakes/kube/poster.py) and reports back through the same inbox as the
+watch, so job state stays on the caller's thread; scrape.py keeps apiserver, etcd and scheduler
+figures; chaos.py and cleanup.py do what their names say.
 
 A subclass implements:
   submit(job, now)               create the job's objects on self.pool (events via _emit)
