@@ -23,10 +23,15 @@ anchors: $(STAMP)
 fidelity-scale: fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray
 
 # kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
-# minutes on 2 cores), then the twin's figures for the same workloads.
+# minutes on 2 cores), then the twin's figures for the same workloads; and gangstorm's own create
+# rate, old client vs the adapters' create path, against 0 and 500 KWOK nodes (about 10 minutes).
 fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500,2000,5000,10000 --perf \
 	  --out results/fidelity-scale/kube
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.createrate --nodes 0 \
+	  --rates max,100,200,300,400,600,max --out results/fidelity-scale/kube
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.createrate --nodes 500 \
+	  --rates max,100,200,300,400,600,max --out results/fidelity-scale/kube
 	$(BIN)/python -m loadgen.calibration.kube_curve --dir results/fidelity-scale/kube
 
 # Slurm: about 100 minutes on 2 cores (10,000 slurmd need ~11 GB): slurmctld's cost curve (sdiag)

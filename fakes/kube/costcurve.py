@@ -18,7 +18,16 @@ kube-controller-manager, kube-scheduler v1.36.1 at -v=2 and kwok, all on 127.0.0
 3. Burst phase: `--burst-pods` pods created as fast as `--threads` client threads can; the
    created and bound rates, the scheduler's activeQ depth sampled every second, and the same
    histograms say which side limits binds per second: the creates (the generator or the
-   apiserver's create path), the scheduling cycle, the client limiter or the binds.
+   apiserver's create path), the scheduling cycle, the client limiter or the binds. Beside them,
+   the CPU this process spent per create while the creates ran (the creates, its pod watch and
+   the activeQ sampler: the generator's side) and the cores the apiserver, etcd and kube-scheduler
+   used meanwhile.
+
+Pods are created through `--client new` (fakes/kube/poster.py, what the adapters use: encoded
+bodies on kept-alive connections) or `old` (the official Python client, which opened a TLS
+connection per create; the curve files up to 2026-12-05 were measured with it). `--burst-only`
+skips the light phase and writes burst-<nodes>n-<client>.json instead of the curve file, so the
+light-phase figures the calibration reads stay as they were.
 
 kube-scheduler runs with clientConnection qps/burst `--qps` (default 5000, scheduler_perf's) so
 the limiter does not cut the burst short; the project's default (50) caps binds at 50/s by
@@ -47,6 +56,8 @@ from fakes.kube import evidence, metrics, schedperf
 from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
 from fakes.kube.family.cluster import apiserver_args
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
+from fakes.kube.poster import JsonPoster, encode, pods_path
+from fakes.real.procfs import cpu_seconds
 from loadgen.model.fleet import Fleet
 
 OUT = schedperf.OUT
@@ -109,10 +120,11 @@ def serial_cycle(m: dict) -> float | None:
 class Probe:
     """A KWOK cluster of `nodes` nodes, a pod watch, scrapes and the two load phases."""
 
-    def __init__(self, cluster: KubeCluster, nodes: int):
+    def __init__(self, cluster: KubeCluster, nodes: int, client: str = "new"):
         from kubernetes import client as k8s
         self.cluster, self.nodes = cluster, nodes
         self.api = k8s.CoreV1Api(cluster.api_client(32))
+        self.poster = JsonPoster(cluster.api_client(32)) if client == "new" else None
         self.admin = cluster.api_client(2)
         self.bound: dict[str, float] = {}
         self.lock = threading.Lock()
@@ -143,7 +155,10 @@ class Probe:
     def create(self, name: str) -> float:
         body = {"metadata": {"name": name}, "spec": pod_spec({GPU: "1", "cpu": "1", "memory": "1Gi"})}
         t = time.monotonic()
-        self.api.create_namespaced_pod(NS, body, _preload_content=False, _request_timeout=(10, 60))
+        if self.poster is not None:
+            self.poster.post(pods_path(NS), encode(body), timeout=(10, 60))
+        else:
+            self.api.create_namespaced_pod(NS, body, _preload_content=False, _request_timeout=(10, 60))
         return t
 
     def wait_bound(self, names: list[str], timeout_s: float) -> bool:
@@ -188,10 +203,16 @@ class Probe:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        pids = self.cluster.pids()
+        pids = {n: pids[n] for n in ("kube-apiserver", "etcd", "kube-scheduler") if n in pids}
+        c0 = {n: cpu_seconds(p) or 0.0 for n, p in pids.items()}
+        p0 = time.process_time()
         t0 = time.monotonic()
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(self.create, names))
         created_s = time.monotonic() - t0
+        gen_cpu = time.process_time() - p0
+        cores = {n: round(((cpu_seconds(p) or 0.0) - c0[n]) / created_s, 3) for n, p in pids.items()}
         ok = self.wait_bound(names, 900)
         stop.set()
         sampler.join()
@@ -205,7 +226,10 @@ class Probe:
                "active_queue_max": max(depth, default=0.0),
                "active_queue_mean": round(statistics.fmean(depth), 1) if depth else 0.0,
                "scheduler_ms": sched, "serial_cycle_ms": serial_cycle(sched),
-               "apiserver_ms": {"bind": api.get("bind"), "create": api.get("create")}}
+               "apiserver_ms": {"bind": api.get("bind"), "create": api.get("create")},
+               "client": "old" if self.poster is None else "new",
+               "generator_cpu_ms_per_create": round(gen_cpu / pods * 1000.0, 3),
+               "cores_while_creating": {**cores, "generator": round(gen_cpu / created_s, 3)}}
         out["limited_by"] = limiting_side(out)
         return out
 
@@ -245,19 +269,23 @@ def limiting_side(b: dict) -> str:
 
 def measure(nodes: int, args: argparse.Namespace) -> dict:
     from fakes.kube.target import scheduler_config
-    quiet = evidence.wait_for_quiet()
+    quiet = evidence.wait_for_quiet(max_wait_s=args.max_wait_s)
     started = evidence.started()
     work = Path(tempfile.mkdtemp(prefix=f"gangstorm-kube-curve-{nodes}-"))
     cfg = scheduler_config({"api_qps": args.qps, "api_burst": int(args.qps)})
     spec = ClusterSpec(name=f"curve{nodes}", workdir=work, scheduler_config=cfg, scheduler_args={"v": "2"},
                        apiserver_args=apiserver_args({}))     # the real backend's, scenario defaults
-    res: dict = {"scheduler": "kube", "nodes": nodes, "command": evidence.command_line(), "started": started}
+    res: dict = {"scheduler": "kube", "nodes": nodes, "command": evidence.command_line(), "started": started,
+                 "client": args.client}
     try:
         kw = _measure(spec, nodes, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["metrics"] = {"kwok": kw}
     res["load_avg"] = {**quiet, "after": evidence.load_avg()}
+    if args.burst_only:
+        evidence.write(args.out / f"burst-{nodes}n-{args.client}.json", res)
+        return res
     res["sim"] = {}
     path = evidence.write(args.out / f"curve-{nodes}n.json", res)       # kept even if the benchmark fails
     if args.perf and nodes in PERF_WORKLOAD:
@@ -271,7 +299,7 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
 
 def _measure(spec: ClusterSpec, nodes: int, args: argparse.Namespace) -> dict:
     with KubeCluster(spec) as c:
-        probe = Probe(c, nodes)
+        probe = Probe(c, nodes, args.client)
         fleet = Fleet(nodes=nodes)
         kw: dict = {"scheduler_client_qps": args.qps, "cluster_start_s": round(c.started_s, 1)}
         kw["nodes_register_s"] = round(c.create_nodes(fleet, threads=16), 1)
@@ -283,10 +311,12 @@ def _measure(spec: ClusterSpec, nodes: int, args: argparse.Namespace) -> dict:
         kw["nodes_ready_s"] = round(time.monotonic() - t0, 1)
         time.sleep(10)                            # taints lifted, node informers settled
         probe.start_watch()
-        kw["light"] = probe.light(args.light_pods, args.light_rate)
-        kw["light"]["nodes_per_cycle"] = probe.evaluated()
+        light = 0 if args.burst_only else args.light_pods
+        if light:
+            kw["light"] = probe.light(light, args.light_rate)
+            kw["light"]["nodes_per_cycle"] = probe.evaluated()
         if args.burst_pods:
-            kw["burst"] = probe.burst(min(args.burst_pods, nodes * 8 - args.light_pods), args.threads)
+            kw["burst"] = probe.burst(min(args.burst_pods, nodes * 8 - light), args.threads)
         if probe.watch:
             probe.watch.stop()
     return kw
@@ -301,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst-pods", type=int, default=2000, help="0: no burst phase")
     ap.add_argument("--threads", type=int, default=16, help="client threads creating the burst")
     ap.add_argument("--qps", type=float, default=5000.0, help="kube-scheduler clientConnection qps and burst")
+    ap.add_argument("--client", choices=("new", "old"), default="new",
+                    help="create path: new (fakes/kube/poster.py, the adapters') or old (the Python client)")
+    ap.add_argument("--max-wait-s", type=float, default=600.0,
+                    help="wait at most this long for a quiet machine (1-min load <= 1.5) before each size")
+    ap.add_argument("--burst-only", action="store_true",
+                    help="no light phase; writes burst-<nodes>n-<client>.json, the curve files stay as they are")
     ap.add_argument("--perf", action="store_true", help="also run scheduler_perf SchedulingBasic at each size")
     ap.add_argument("--perf-runs", type=int, default=3,
                     help="scheduler_perf runs per size (the figure is their median)")
@@ -308,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in args.sizes.split(",")):
         r = measure(n, args)
         kw = r["metrics"]["kwok"]
-        print(f"{n} nodes: serial cycle {kw['light']['serial_cycle_ms']} ms (light), nodes/cycle "
-              f"{kw['light']['nodes_per_cycle']}, burst {kw.get('burst', {}).get('bound_per_s')} binds/s "
+        print(f"{n} nodes: serial cycle {kw.get('light', {}).get('serial_cycle_ms')} ms (light), nodes/cycle "
+              f"{kw.get('light', {}).get('nodes_per_cycle')}, burst {kw.get('burst', {}).get('bound_per_s')} binds/s "
               f"({kw.get('burst', {}).get('limited_by')})", flush=True)
     return 0
 

@@ -22,6 +22,7 @@ from fakes.kube.cluster import merge_cluster_options
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.gpusharing import KubeGpuSharing
 from fakes.kube.pods import COMPLETE_AFTER, L_JOB, PodView, go_duration, pod_spec
+from fakes.kube.poster import encode, pods_path
 from fakes.kube.refusal import retryable
 from fakes.kube.traits import KubeTraits, pod_cpus
 from loadgen.model.events import Event, Kind
@@ -77,7 +78,7 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
         super().__init__(ctx)
         self._init_sharing()
         self.completion = self.cfg.get("completion", "adapter")   # adapter | kwok
-        self.retries: list[tuple[float, str, int, dict]] = []    # heap of (due, pod, job id, body)
+        self.retries: list[tuple[float, str, int, bytes]] = []   # heap of (due, pod, job id, encoded body)
         self.pod_sent: dict[str, float] = {}                # pod -> client sent the create (pool thread)
         self.pod_latency: list[float] = []                  # create sent -> bound seen, seconds
         self.client_pace: list[float] = []                  # per gang: seconds between its pods' creates returning
@@ -127,7 +128,7 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
                 "spec": pod_spec({**gpus, "cpu": str(pod_cpus(job.cpus_per_member)), "memory": "1Gi"}, claims,
                                  **self.pod_fields(), **self.gang_fields(job), **claim_fields)}
         gang.pods[name] = member
-        self.pool.submit(self._create_one, job.id, name, body)
+        self.pool.submit(self._create_one, job.id, name, encode(body))
 
     def gang_labels(self, job: Job) -> dict[str, str]:
         """Labels that put a pod in its gang (the coscheduling plugin's PodGroup label); none here."""
@@ -137,11 +138,12 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
         """Pod spec fields that put a pod in its gang (native spec.schedulingGroup); none here."""
         return {}
 
-    def _create_one(self, job_id: int, name: str, body: dict) -> None:
-        """One create (pool thread); the outcome goes to the inbox, where retries are scheduled."""
+    def _create_one(self, job_id: int, name: str, body: bytes) -> None:
+        """One create (pool thread), its body encoded once and POSTed on a kept-alive connection
+        (fakes/kube/poster.py); the outcome goes to the inbox, where retries are scheduled."""
         self.pod_sent.setdefault(name, self.clock.now())   # plain dict store: atomic under the GIL
         try:
-            self.api.create_namespaced_pod(self.ns, body, _preload_content=False, _request_timeout=TIMEOUT)
+            self.poster.post(pods_path(self.ns), body, timeout=TIMEOUT)
         except Exception as e:
             if getattr(e, "status", None) != 409:
                 if not self._stop.is_set():
@@ -161,7 +163,7 @@ class RealKube(KubeGpuSharing, KubeTraits, RealKubeFamily):
                 self.client_pace.append((max(gang.returned) - min(gang.returned)) / (len(gang.returned) - 1))
             self._emit(t, job_id, Kind.SUBMITTED)
 
-    def _create_failed(self, t: float, job_id: int, name: str, body: dict, reason: str) -> None:
+    def _create_failed(self, t: float, job_id: int, name: str, body: bytes, reason: str) -> None:
         """Refused create: retried every client_retry_s until submit_timeout_s (time-scaled),
         then the job fails with the refusal as reason; a malformed request is rejected at once."""
         gang = self.gangs.get(job_id)

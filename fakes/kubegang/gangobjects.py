@@ -15,6 +15,7 @@ from typing import Any
 
 from fakes.kube.cluster import get_text
 from fakes.kube.family import TIMEOUT, Gang
+from fakes.kube.poster import custom_path, encode
 from fakes.kube.refusal import retryable
 from fakes.kube.target import KubeGang, RealKube
 from loadgen.model.events import Event, Kind
@@ -81,8 +82,8 @@ class GangObjectsKube(RealKube):
     def _create_objects(self, job: Job) -> None:
         try:
             for plural, body in self.gang_objects(job):
-                self._retry(partial(self.custom.create_namespaced_custom_object, self.group, self.version, self.ns,
-                                    plural, body, _request_timeout=TIMEOUT))
+                self._retry(partial(self.poster.post, custom_path(self.group, self.version, self.ns, plural),
+                                    encode(body), timeout=TIMEOUT))
         except Exception as e:
             if not self._stop.is_set():
                 self._post(self._objects_refused, self.clock.now(), job.id, self._note_refusal(e))

@@ -34,6 +34,7 @@ import numpy as np
 from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch, quantiles
 from fakes.kube.pods import COMPLETE_AFTER, GPU, L_JOB, PodView, go_duration, pod_spec
+from fakes.kube.poster import encode, pods_path
 from fakes.kube.refusal import retryable
 from fakes.kube.target import scheduler_config
 from fakes.kueue.controlplane import (
@@ -193,8 +194,7 @@ class RealKueue(KueueTraits, RealKubeFamily):
         try:
             queue_created.result()
             for body in bodies:
-                self._retry(partial(self.api.create_namespaced_pod, self.ns, body, _preload_content=False,
-                                    _request_timeout=TIMEOUT))
+                self._retry(partial(self.poster.post, pods_path(self.ns), encode(body), timeout=TIMEOUT))
             self.created_t[job_id] = self.clock.now()
         except Exception as e:
             if not self._stop.is_set():
@@ -240,8 +240,8 @@ class RealKueue(KueueTraits, RealKubeFamily):
         n = self.replaced[gang.job.id] = self.replaced.get(gang.job.id, 0) + 1
         member = int(pod.name.split("-m", 1)[1].split("-", 1)[0]) if "-m" in pod.name else 0
         body = self.pod_body(gang.job, member, f"j{gang.job.id}-m{member}-r{n}", self.queue_name(gang.job))
-        self._call(partial(self.api.create_namespaced_pod, self.ns, body, _preload_content=False,
-                           _request_timeout=TIMEOUT), failed="replace_errors")
+        self._call(partial(self.poster.post, pods_path(self.ns), encode(body), timeout=TIMEOUT),
+                   failed="replace_errors")
 
     # --- observation ------------------------------------------------------------------------------------
     def _observe(self, now: float) -> None:

@@ -112,3 +112,12 @@ def mem_available_mib() -> int | None:
     except OSError:
         pass
     return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) process `pid` has used so far, None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

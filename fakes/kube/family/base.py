@@ -5,9 +5,10 @@ base: cluster.py brings the cluster up (fakes/kube/cluster.py) with the scenario
 and etcd quota, registers the fleet as KWOK nodes and waits until they are Ready; watch.py turns
 each pod change into GPUs held per node and into gang events (BOUND per member, ADMITTED and
 STARTED once min_available members are bound, FINISHED once every member Succeeded, EVICTED and
-REQUEUED when a bound member is lost); calls.py runs client calls on a pool and reports back
-through the same inbox as the watch, so job state stays on the caller's thread; scrape.py keeps
-apiserver, etcd and scheduler figures; chaos.py and cleanup.py do what their names say.
+REQUEUED when a bound member is lost); calls.py runs client calls on a pool (pods and gang
+objects are POSTed through fakes/kube/poster.py) and reports back through the same inbox as the
+watch, so job state stays on the caller's thread; scrape.py keeps apiserver, etcd and scheduler
+figures; chaos.py and cleanup.py do what their names say.
 
 A subclass implements:
   submit(job, now)               create the job's objects on self.pool (events via _emit)
@@ -40,6 +41,7 @@ from fakes.kube.family.gang import NS, Gang
 from fakes.kube.family.scrape import ControlPlaneScrape
 from fakes.kube.family.watch import PodEvents
 from fakes.kube.pods import PodView, PodWatch
+from fakes.kube.poster import JsonPoster
 from fakes.real.base import RealTarget
 from loadgen.model.job import Job
 from loadgen.model.startup.imagecache import ImageCache
@@ -72,6 +74,7 @@ class RealKubeFamily(ClusterSetup, PodEvents, ClientCalls, ControlPlaneScrape, C
         self.readmission_s: list[float] = []            # lost members -> admitted again
         self.cluster: KubeCluster | None = None
         self.api = None                                 # kubernetes CoreV1Api
+        self.poster: JsonPoster | None = None           # pod and gang-object creates (fakes/kube/poster.py)
         self.pool: ThreadPoolExecutor | None = None
         self._chaos_pool: ThreadPoolExecutor | None = None
         self.watch: PodWatch | None = None

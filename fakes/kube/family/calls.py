@@ -9,6 +9,14 @@ from typing import Any
 from fakes.kube.refusal import message_of, reason_of, retryable
 
 
+def release(response: Any) -> None:
+    """Read what is left of a `_preload_content=False` answer and give its connection back to the
+    pool: an unread answer keeps it, and the next call would open a new TLS connection."""
+    if hasattr(response, "drain_conn"):
+        response.drain_conn()
+        response.release_conn()
+
+
 class ClientCalls:
     """Part of RealKubeFamily (fakes/kube/family/base.py); reads and sets its attributes."""
 
@@ -22,7 +30,7 @@ class ClientCalls:
         with backoff, anything else (or the last attempt's refusal) raises."""
         for attempt in range(attempts):
             try:
-                call()
+                release(call())
                 return
             except Exception as e:
                 if getattr(e, "status", None) in ok:

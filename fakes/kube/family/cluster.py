@@ -16,6 +16,7 @@ from fakes.kube.attached import AttachedCluster, foreign_pods
 from fakes.kube.cluster import ClusterSpec, KubeCluster, create_nodes, node_body, ready_nodes
 from fakes.kube.family.gang import Gang
 from fakes.kube.pods import GPU, PodWatch, job_labels
+from fakes.kube.poster import JsonPoster
 from loadgen.model.job import Job
 from loadgen.model.target import RUN_LABEL, ClusterRefused, ForeignWorkloads
 
@@ -44,12 +45,14 @@ class ClusterSetup:
         try:
             if self.role == "submit":
                 self._attach_submitter(run_dir, threads)
+                self.poster = JsonPoster(self.api.api_client)
                 self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"{self.name}-client")
                 return
             if self.existing:
                 self._attach(run_dir, threads)
             else:
                 self._launch(run_dir, threads)
+            self.poster = JsonPoster(self.api.api_client)
             self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"{self.name}-client")
             self._chaos_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-chaos")
             self.watch = PodWatch(k8s.CoreV1Api(self.cluster.api_client(2)), self.ns, partial(self._post, self._on_pod),
