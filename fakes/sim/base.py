@@ -126,6 +126,41 @@ class SimTarget(Target):
             fn(t, *args)
         return self._take()
 
+    def run_instants(self, upcoming: float, end_s: float, limit: float, instant) -> None:
+        """Each of this target's instants w (its next timer or observation) while w < upcoming,
+        w <= end_s and w <= limit, one after another, exactly as advance(w) would run it; after
+        each, `instant(w, events)` gets what it emitted and returns the new limit. A wrapper with
+        timers of its own (loadgen/drive/lifecycle.py) runs the target's instants this way: one
+        call per instant instead of next_wakeup and advance through every layer."""
+        timers, seen, pop = self._timers, self._seen, heapq.heappop
+        while True:
+            if seen:
+                w = seen[0][0]
+                if timers and timers[0][0] < w:
+                    w = timers[0][0]
+            elif timers:
+                w = timers[0][0]
+            else:
+                return
+            if w >= upcoming or w > end_s or w > limit:
+                return
+            if w > self._now:
+                self._now = w
+            # advance(w)'s loop
+            while True:
+                if seen and seen[0][0] <= w:
+                    due, seq, event = seen[0]
+                    if not timers or due < timers[0][0] or (due == timers[0][0] and seq < timers[0][1]):
+                        seen.popleft()
+                        self._out.append(event)
+                        continue
+                elif not timers or timers[0][0] > w:
+                    break
+                t, _, fn, args = pop(timers)
+                fn(t, *args)
+            events, self._out = self._out, []
+            limit = instant(w, events)
+
     def _count(self, key: str, n: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from typing import Any
 
 from loadgen.model.events import Event, Kind
@@ -59,6 +60,41 @@ class Lifecycle:
             t, _, fn, args = heapq.heappop(timers)
             out.extend(fn(t, *args))
         return out
+
+    def advance_before(self, upcoming: float, end_s: float, record) -> None:
+        """Every wakeup before `upcoming` (and not past end_s) as the virtual runner takes them one
+        by one (next_wakeup, advance, record), with the same events in the same order: the
+        target's instants through its run_instants, this wrapper's own timers at their instants
+        (after the target's at the same instant, as advance does)."""
+        run = getattr(self.target, "run_instants", None)
+        if run is None:
+            wakeup = self.next_wakeup()
+            while wakeup is not None and wakeup < upcoming and wakeup <= end_s:
+                events = self.advance(wakeup)
+                if events:
+                    record(events)
+                wakeup = self.next_wakeup()
+            return
+        own, after, pop = self._timers, self._after, heapq.heappop
+
+        def instant(w: float, events: list[Event]) -> float:
+            out = after(events) if events else events
+            while own and own[0][0] <= w:
+                t, _, fn, args = pop(own)
+                out.extend(fn(t, *args))
+            if out:
+                record(out)
+            return own[0][0] if own else math.inf
+
+        while True:
+            run(upcoming, end_s, own[0][0] if own else math.inf, instant)
+            # the target's next instant is past upcoming or end_s, or after this wrapper's next timer
+            if not own:
+                return
+            w = own[0][0]
+            if w >= upcoming or w > end_s:
+                return
+            instant(w, self.target.advance(w))
 
     def next_wakeup(self) -> float | None:
         theirs = self.target.next_wakeup()
