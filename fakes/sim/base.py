@@ -21,6 +21,10 @@ from loadgen.model.job import Job
 from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.target import ChaosAction, Snapshot, Target, TargetContext
 
+# the kinds every job goes through, as module names (`Kind.X` is an enum class attribute lookup)
+SUBMITTED, BOUND, ADMITTED, STARTED, READY, FINISHED = (Kind.SUBMITTED, Kind.BOUND, Kind.ADMITTED, Kind.STARTED,
+                                                        Kind.READY, Kind.FINISHED)
+
 
 @dataclass(eq=False)
 class JobState:
@@ -177,7 +181,7 @@ class SimTarget(Target):
 
     def _submit(self, js: JobState, now: float) -> None:
         """Default: accepted at once; subclasses with a control plane may delay or refuse."""
-        self._emit(now, js.job.id, Kind.SUBMITTED)
+        self._emit(now, js.job.id, SUBMITTED)
         self._enqueue(js, now)
 
     def _enqueue(self, js: JobState, t: float) -> None:
@@ -189,7 +193,7 @@ class SimTarget(Target):
     def _bind(self, js: JobState, t: float, n: int) -> None:
         """n more members bound at t; admits the gang when min_available is reached."""
         js.bound += n
-        self._emit(t, js.job.id, Kind.BOUND, js.bound)
+        self._emit(t, js.job.id, BOUND, js.bound)
         if js.admitted_t is None or not js.running:
             if js.bound >= js.job.min_available:
                 self._start(js, t)
@@ -203,18 +207,18 @@ class SimTarget(Target):
         js.runs += 1
         js.run_token += 1
         nodes = tuple([h[0] for h in self.state.holdings.get(js.job.id, ())])
-        self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
-        self._emit(t, js.job.id, Kind.STARTED, js.bound)
+        self._emit(t, js.job.id, ADMITTED, js.bound, nodes=nodes)
+        self._emit(t, js.job.id, STARTED, js.bound)
         ready = self.images.gang_ready_at(t, nodes)
         if ready <= t:
-            self._emit(t, js.job.id, Kind.READY)
+            self._emit(t, js.job.id, READY)
         else:
             self._at(ready, self._ready, js, js.run_token)
         self._at(t + js.job.duration_s, self._finish, js, js.run_token)
 
     def _ready(self, t: float, js: JobState, token: int) -> None:
         if token == js.run_token and js.running:
-            self._emit(t, js.job.id, Kind.READY)
+            self._emit(t, js.job.id, READY)
 
     def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
         """The whole gang back to the queue (a failed start under a requeue policy)."""
@@ -232,7 +236,7 @@ class SimTarget(Target):
             return
         js.running, js.done = False, True
         self.active.pop(js.job.id, None)
-        self._emit(t, js.job.id, Kind.FINISHED)
+        self._emit(t, js.job.id, FINISHED)
         if self.release_s > 0:
             self._at(t + self.release_s, self._release, js)
         else:
