@@ -426,3 +426,23 @@ def test_kube_attempts_keeping_the_feasible_nodes_give_the_same_events(name, tab
         events.append(rec.events)
     assert sum(e.kind == "bound" for e in events[0]) > 50
     assert events[0] == events[1]
+
+
+def test_rendezvous_misalignment_of_one_node_is_the_set_walk():
+    """A gang on one node (or none) is one leaf and never misaligned, as the walk over its nodes'
+    set and leaves gives."""
+    from loadgen.model.startup.rendezvous import Rendezvous
+    from loadgen.model.startup.spec import RendezvousSpec
+    fleet = Fleet(nodes=96, gpus_per_node=8, leaf_size=32)
+    rdv = Rendezvous(RendezvousSpec(base_s=1.0), fleet, seed=1)
+
+    def long_way(nodes, gpm):
+        uniq = set(nodes)
+        leaves = len({int(fleet.leaf_of[n]) for n in uniq}) if uniq else 1
+        return leaves, len(uniq) > 1 and (leaves > 1 or gpm < fleet.gpus_per_node)
+
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        nodes = tuple(int(v) for v in rng.integers(0, 96, int(rng.integers(0, 4))))
+        for gpm in (1, 4, 8):
+            assert rdv.misaligned(nodes, gpm) == long_way(nodes, gpm), nodes
