@@ -446,3 +446,30 @@ def test_rendezvous_misalignment_of_one_node_is_the_set_walk():
         nodes = tuple(int(v) for v in rng.integers(0, 96, int(rng.integers(0, 4))))
         for gpm in (1, 4, 8):
             assert rdv.misaligned(nodes, gpm) == long_way(nodes, gpm), nodes
+
+
+def test_fused_wakeups_go_through_a_subclass_own_advance():
+    """A simulated target that overrides advance (none does today) is run through it."""
+    from loadgen.drive.lifecycle import Lifecycle
+    from loadgen.model.startup.spec import StartupSpec
+    jobs = [job(i, members=1 + i % 2, gpus=8, t=7.0 * i, dur=40.0) for i in range(20)]
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 6, "fleet.leaf_size": 2})
+    calls = []
+    cls = target_class("slurm", "sim")
+
+    class Counting(cls):
+        def advance(self, now):
+            calls.append(now)
+            return super().advance(now)
+
+    events = []
+    for target_cls in (Counting, cls):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("slurm"),
+                            control_plane=sc.section("control_plane"), seed=1)
+        target = Lifecycle(target_cls(ctx), StartupSpec.off(), ctx.fleet, seed=1)
+        target.start()
+        rec = Recording(jobs)
+        run(target, jobs, [], 1_000.0, 10.0, rec, VirtualClock())
+        events.append(rec.events)
+    assert len(calls) > 50
+    assert events[0] == events[1]

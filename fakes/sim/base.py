@@ -136,6 +136,14 @@ class SimTarget(Target):
         each, `instant(w, events)` gets what it emitted and returns the new limit. A wrapper with
         timers of its own (loadgen/drive/lifecycle.py) runs the target's instants this way: one
         call per instant instead of next_wakeup and advance through every layer."""
+        cls = type(self)
+        if (cls.advance, cls.next_wakeup, cls._take) != (SimTarget.advance, SimTarget.next_wakeup, Target._take):
+            # a subclass with its own: every instant through them
+            wake = self.next_wakeup()
+            while wake is not None and wake < upcoming and wake <= end_s and wake <= limit:
+                limit = instant(wake, self.advance(wake))
+                wake = self.next_wakeup()
+            return
         timers, seen, pop = self._timers, self._seen, heapq.heappop
         while True:
             if seen:
