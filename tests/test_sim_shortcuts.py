@@ -301,3 +301,175 @@ def test_kube_candidates_are_the_first_feasible_nodes_from_the_start_index():
         else:
             assert examined == (n if len(fits) < kube.to_find else rotated.index(fits[kube.to_find - 1]) + 1)
             assert kube.start_index == (start + examined) % n
+
+
+@pytest.mark.parametrize("observe_ms,sigma", [(0, 0.0), (250, 0.0), (250, 1.2)])
+@pytest.mark.parametrize("name", ["kube", "kube-gang", "coscheduling", "kueue", "volcano", "ray", "slurm"])
+def test_the_lifecycles_fused_wakeups_give_the_same_events(name, observe_ms, sigma):
+    """The lifecycle running the target's instants through run_instants, and its own timers between
+    them, against the runner taking every wakeup through its full loop: rendezvous on every start,
+    some timing out (requeued or restarted in place), evictions and node failures. Whole-second
+    times and no jitter make the lifecycle's timers fall on the target's instants."""
+    from loadgen.drive.lifecycle import Lifecycle
+    from loadgen.model.startup.spec import RendezvousSpec, StartupSpec
+    from loadgen.model.target import ChaosAction
+    jobs = [job(i, members=1 + i % 3, gpus=8 if i % 2 else 2, t=7.0 * i, dur=40.0 + 13 * (i % 5)) for i in range(40)]
+    chaos = [ChaosAction(t=50.0 + 31 * k, kind="evict", params={"members": 1}) for k in range(5)]
+    chaos += [ChaosAction(t=120.0, kind="node_fail", params={"nodes": [1, 4]}),
+              ChaosAction(t=170.0, kind="node_recover", params={"nodes": [1, 4]})]
+    policy = "requeue" if name in ("volcano", "slurm", "kueue") else "in-place"
+    startup = StartupSpec(image=ImageSpec(container_start_s=3.0),
+                          rendezvous=RendezvousSpec(base_s=4.0, per_member_s=1.0, jitter_sigma=sigma, timeout_s=6.0,
+                                                    restart_backoff_s=2.0, restart={name: policy}))
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 6, "fleet.leaf_size": 2,
+                                         f"schedulers.{name}.observe_ms": observe_ms})
+    events, counts = [], []
+    for clock in (VirtualClock(), _SlowVirtualClock()):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config(name),
+                            control_plane=sc.section("control_plane"), seed=1, startup=startup)
+        target = Lifecycle(target_class(name, "sim")(ctx), startup, ctx.fleet, seed=1)
+        target.start()
+        rec = Recording(jobs)
+        run(target, jobs, chaos, 2_000.0, 10.0, rec, clock)
+        events.append(rec.events)
+        counts.append(dict(target.counts))
+    assert len(events[0]) > 100
+    assert counts[0]["start_failures"] > 0 and counts[0]["rendezvous_attempts"] > counts[0]["start_failures"]
+    assert counts[0] == counts[1]
+    assert events[0] == events[1]
+
+
+@pytest.mark.parametrize("mode,table", [("least_allocated", True), ("most_allocated", False),
+                                        ("balanced_allocation", True), ("balanced_allocation", False)])
+def test_kube_feasible_nodes_kept_through_an_attempt_are_the_candidates_found_anew(mode, table, monkeypatch):
+    """FeasibleNodes, found once and kept by `placed`, against _candidates' pass over the fleet
+    and the scorer's value of each candidate before every pod: the same candidates, nodes examined
+    and scores for every pod of an attempt, on fleets with nodes down, nodes out of memory and
+    nodes that fit several pods (scores from the table and computed)."""
+    import fakes.kube.sim
+    from fakes.kube.feasible import FeasibleNodes
+    from fakes.kube.sim import POD_MEMORY_GIB, Scorer, SimKube
+    if not table:
+        monkeypatch.setattr(fakes.kube.sim, "SCORE_TABLE_CELLS", 0)
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "fleet.memory_gib_per_node": 3,
+                                         "schedulers.kube.percentage_of_nodes_to_score": 20})
+    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
+                        seed=1)
+    kube = SimKube(ctx)
+    s, n = kube.state, 120
+    rng = np.random.default_rng(9)
+    for step in range(300):
+        for owner in list(s.holdings):
+            s.give_back(owner)
+        s.free_gpus[:] = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 9, n))
+        s.free_cpus[:] = rng.integers(0, 97, n)
+        for v in range(n):
+            s.set_up(v, step % 3 == 0 or bool(rng.random() < 0.9))
+        if step % 4:
+            for v in rng.integers(0, n, 200).tolist():
+                if s.free_mem[v] > 0:
+                    s.take(1000 + v, v, 0, 0)
+        g, c = int(rng.integers(1, 5)), int(rng.integers(1, 30))
+        kube.start_index = int(rng.integers(0, n))
+        kube.scorers.clear()
+        kept = FeasibleNodes(s, s.free_mem, g, c, POD_MEMORY_GIB)
+        for _pod in range(int(rng.integers(1, 40))):
+            start = kube.start_index
+            long_way = kube._candidates(g, c)
+            after = kube.start_index
+            kube.start_index = start
+            order, examined = kube._candidates(g, c, feasible=kept)
+            assert order.tolist() == long_way[0].tolist() and examined == long_way[1] and kube.start_index == after
+            if len(order) == 0:
+                break
+            scorer = kube.scorers.setdefault((g, c), Scorer(mode, 1, s, g, c))
+            assert kept.scores(scorer).tolist() == scorer(s.free_gpus[order], s.free_cpus[order],
+                                                          s.free_mem[order]).tolist()
+            node = int(order[int(rng.integers(len(order)))])
+            s.take(7, node, g, c)
+            kept.placed(node)
+
+
+@pytest.mark.parametrize("table", [True, False])
+@pytest.mark.parametrize("name", ["kube", "kube-gang", "coscheduling"])
+def test_kube_attempts_keeping_the_feasible_nodes_give_the_same_events(name, table, monkeypatch):
+    """Whole runs of gangs of up to 6 pods (nodes that fit several of them, memory for 3 pods a
+    node, evictions and node failures) against a twin that finds and scores the candidates anew
+    every pod."""
+    import fakes.kube.sim
+    from loadgen.model.target import ChaosAction
+    if not table:
+        monkeypatch.setattr(fakes.kube.sim, "SCORE_TABLE_CELLS", 0)
+    jobs = [job(i, members=1 + i % 6, gpus=(1, 2, 4, 8)[i % 4], t=5.0 * i, dur=40.0 + 13 * (i % 5))
+            for i in range(60)]
+    chaos = [ChaosAction(t=50.0 + 31 * k, kind="evict", params={"members": 1}) for k in range(5)]
+    chaos += [ChaosAction(t=120.0, kind="node_fail", params={"nodes": [1, 4]}),
+              ChaosAction(t=170.0, kind="node_recover", params={"nodes": [1, 4]})]
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 8, "fleet.leaf_size": 2, "fleet.memory_gib_per_node": 3})
+    events = []
+    for anew in (False, True):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config(name),
+                            control_plane=sc.section("control_plane"), seed=1)
+        cls = target_class(name, "sim")
+        if anew:
+            class Anew(cls):
+                def _candidates(self, g, c, job=None, feasible=None):
+                    return super()._candidates(g, c, job)
+
+                def _score(self, nodes, g, c, feasible=None):
+                    return super()._score(nodes, g, c)
+            cls = Anew
+        target = cls(ctx)
+        target.start()
+        rec = Recording(jobs)
+        run(target, jobs, chaos, 3_000.0, 10.0, rec, VirtualClock())
+        events.append(rec.events)
+    assert sum(e.kind == "bound" for e in events[0]) > 50
+    assert events[0] == events[1]
+
+
+def test_rendezvous_misalignment_of_one_node_is_the_set_walk():
+    """A gang on one node (or none) is one leaf and never misaligned, as the walk over its nodes'
+    set and leaves gives."""
+    from loadgen.model.startup.rendezvous import Rendezvous
+    from loadgen.model.startup.spec import RendezvousSpec
+    fleet = Fleet(nodes=96, gpus_per_node=8, leaf_size=32)
+    rdv = Rendezvous(RendezvousSpec(base_s=1.0), fleet, seed=1)
+
+    def long_way(nodes, gpm):
+        uniq = set(nodes)
+        leaves = len({int(fleet.leaf_of[n]) for n in uniq}) if uniq else 1
+        return leaves, len(uniq) > 1 and (leaves > 1 or gpm < fleet.gpus_per_node)
+
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        nodes = tuple(int(v) for v in rng.integers(0, 96, int(rng.integers(0, 4))))
+        for gpm in (1, 4, 8):
+            assert rdv.misaligned(nodes, gpm) == long_way(nodes, gpm), nodes
+
+
+def test_fused_wakeups_go_through_a_subclass_own_advance():
+    """A simulated target that overrides advance (none does today) is run through it."""
+    from loadgen.drive.lifecycle import Lifecycle
+    from loadgen.model.startup.spec import StartupSpec
+    jobs = [job(i, members=1 + i % 2, gpus=8, t=7.0 * i, dur=40.0) for i in range(20)]
+    sc = from_dict({}).with_overrides(**{"fleet.nodes": 6, "fleet.leaf_size": 2})
+    calls = []
+    cls = target_class("slurm", "sim")
+
+    class Counting(cls):
+        def advance(self, now):
+            calls.append(now)
+            return super().advance(now)
+
+    events = []
+    for target_cls in (Counting, cls):
+        ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("slurm"),
+                            control_plane=sc.section("control_plane"), seed=1)
+        target = Lifecycle(target_cls(ctx), StartupSpec.off(), ctx.fleet, seed=1)
+        target.start()
+        rec = Recording(jobs)
+        run(target, jobs, [], 1_000.0, 10.0, rec, VirtualClock())
+        events.append(rec.events)
+    assert len(calls) > 50
+    assert events[0] == events[1]

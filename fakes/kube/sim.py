@@ -50,6 +50,7 @@ import math
 
 import numpy as np
 
+from fakes.kube.feasible import FeasibleNodes
 from fakes.kube.gpuapi import choose_api
 from fakes.kube.traits import KubeTraits, pod_cpus
 from fakes.sim.base import JobState
@@ -356,9 +357,12 @@ class SimKube(KubeTraits, KubeFamily):
         self.cycle_busy_s += clock - start
         self._kick(clock)
 
-    def _candidates(self, g: int, c: int, job=None) -> tuple[np.ndarray, int]:
-        """First to_find feasible nodes from the rotating start index, and nodes examined."""
+    def _candidates(self, g: int, c: int, job=None, feasible: FeasibleNodes | None = None) -> tuple[np.ndarray, int]:
+        """First to_find feasible nodes from the rotating start index, and nodes examined (taken
+        from `feasible` when the attempt keeps them)."""
         n = self.fleet.nodes
+        if feasible is not None:
+            return self._examined(feasible.first(self.start_index, self.to_find))
         s = self.state
         idx = (s.member_nodes(job) if job is not None else s.free_gpus >= g).nonzero()[0]
         if len(idx) == 0:
@@ -379,20 +383,27 @@ class SimKube(KubeTraits, KubeFamily):
                     w = w[s.free_cpus[w] >= c]
                 found.append(w)
                 have += len(w)
-        order = found[0] if len(found) == 1 else np.concatenate(found)
+        return self._examined(found[0] if len(found) == 1 else np.concatenate(found))
+
+    def _examined(self, order: np.ndarray) -> tuple[np.ndarray, int]:
+        """The candidates and the nodes Filter examined to find them; moves the start index on."""
+        n = self.fleet.nodes
         if len(order) == 0:
             return order, n
         examined = n if len(order) < self.to_find else (int(order[-1]) - self.start_index) % n + 1
         self.start_index = (self.start_index + examined) % n
         return order, examined
 
-    def _score(self, nodes: np.ndarray, g: int, c: int) -> int:
+    def _score(self, nodes: np.ndarray, g: int, c: int, feasible: FeasibleNodes | None = None) -> int:
         s = self.state
         scorer = self.scorers.get((g, c))
         if scorer is None:
             scorer = self.scorers[(g, c)] = Scorer(self.cfg["scoring"], self.cfg["gpu_weight"], s, g, c,
                                                    self.gpus_scored, self.balance_change)
-        score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
+        if feasible is not None:        # `nodes` came from it: their scores, kept through the attempt
+            score = feasible.scores(scorer)
+        else:
+            score = scorer(s.free_gpus[nodes], s.free_cpus[nodes], s.free_mem[nodes])
         best = np.flatnonzero(score == score.max())
         return int(nodes[best[int(self.rng.integers(len(best)))]] if len(best) > 1 else nodes[best[0]])
 
@@ -400,6 +411,9 @@ class SimKube(KubeTraits, KubeFamily):
         g, c = js.job.gpus_per_member, pod_cpus(js.job.cpus_per_member)
         pods = self._pending_pods(js)
         sliced = self.state.sliced(js.job)
+        # a gang's pods: the feasible nodes and their scores once for the attempt, then kept per
+        # placement (fakes/kube/feasible.py)
+        feasible = None
         for i in range(pods):
             if not self.state.member_fits(js.job):
                 # Every remaining pod of this job walks all nodes and fails.
@@ -407,7 +421,9 @@ class SimKube(KubeTraits, KubeFamily):
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
                 break
-            nodes, examined = self._candidates(g, c, js.job if sliced else None)
+            if pods > 1 and not sliced and feasible is None:
+                feasible = FeasibleNodes(self.state, self.state.free_mem, g, c, POD_MEMORY_GIB)
+            nodes, examined = self._candidates(g, c, js.job if sliced else None, feasible)
             scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
             cycle = self._cycle_s(examined, scored)
             self.nodes_examined[0] += examined
@@ -425,8 +441,10 @@ class SimKube(KubeTraits, KubeFamily):
                 node = self._score(nodes, 0 if js.job.share else g, c)
                 self.state.take(js.job.id, node, g, c, js.job.gpu_share, "first")
             else:
-                node = self._score(nodes, g, c)
+                node = self._score(nodes, g, c, feasible)
                 self.state.take(js.job.id, node, g, c)
+                if feasible is not None:
+                    feasible.placed(node)
             self._count("scheduled_pods")
             if self.coscheduling:
                 js.extra["reserved"] += 1

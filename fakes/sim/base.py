@@ -21,6 +21,10 @@ from loadgen.model.job import Job
 from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.target import ChaosAction, Snapshot, Target, TargetContext
 
+# the kinds every job goes through, as module names (`Kind.X` is an enum class attribute lookup)
+SUBMITTED, BOUND, ADMITTED, STARTED, READY, FINISHED = (Kind.SUBMITTED, Kind.BOUND, Kind.ADMITTED, Kind.STARTED,
+                                                        Kind.READY, Kind.FINISHED)
+
 
 @dataclass(eq=False)
 class JobState:
@@ -126,6 +130,49 @@ class SimTarget(Target):
             fn(t, *args)
         return self._take()
 
+    def run_instants(self, upcoming: float, end_s: float, limit: float, instant) -> None:
+        """Each of this target's instants w (its next timer or observation) while w < upcoming,
+        w <= end_s and w <= limit, one after another, exactly as advance(w) would run it; after
+        each, `instant(w, events)` gets what it emitted and returns the new limit. A wrapper with
+        timers of its own (loadgen/drive/lifecycle.py) runs the target's instants this way: one
+        call per instant instead of next_wakeup and advance through every layer."""
+        cls = type(self)
+        if (cls.advance, cls.next_wakeup, cls._take) != (SimTarget.advance, SimTarget.next_wakeup, Target._take):
+            # a subclass with its own: every instant through them
+            wake = self.next_wakeup()
+            while wake is not None and wake < upcoming and wake <= end_s and wake <= limit:
+                limit = instant(wake, self.advance(wake))
+                wake = self.next_wakeup()
+            return
+        timers, seen, pop = self._timers, self._seen, heapq.heappop
+        while True:
+            if seen:
+                w = seen[0][0]
+                if timers and timers[0][0] < w:
+                    w = timers[0][0]
+            elif timers:
+                w = timers[0][0]
+            else:
+                return
+            if w >= upcoming or w > end_s or w > limit:
+                return
+            if w > self._now:
+                self._now = w
+            # advance(w)'s loop
+            while True:
+                if seen and seen[0][0] <= w:
+                    due, seq, event = seen[0]
+                    if not timers or due < timers[0][0] or (due == timers[0][0] and seq < timers[0][1]):
+                        seen.popleft()
+                        self._out.append(event)
+                        continue
+                elif not timers or timers[0][0] > w:
+                    break
+                t, _, fn, args = pop(timers)
+                fn(t, *args)
+            events, self._out = self._out, []
+            limit = instant(w, events)
+
     def _count(self, key: str, n: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
 
@@ -142,7 +189,7 @@ class SimTarget(Target):
 
     def _submit(self, js: JobState, now: float) -> None:
         """Default: accepted at once; subclasses with a control plane may delay or refuse."""
-        self._emit(now, js.job.id, Kind.SUBMITTED)
+        self._emit(now, js.job.id, SUBMITTED)
         self._enqueue(js, now)
 
     def _enqueue(self, js: JobState, t: float) -> None:
@@ -154,7 +201,7 @@ class SimTarget(Target):
     def _bind(self, js: JobState, t: float, n: int) -> None:
         """n more members bound at t; admits the gang when min_available is reached."""
         js.bound += n
-        self._emit(t, js.job.id, Kind.BOUND, js.bound)
+        self._emit(t, js.job.id, BOUND, js.bound)
         if js.admitted_t is None or not js.running:
             if js.bound >= js.job.min_available:
                 self._start(js, t)
@@ -168,18 +215,18 @@ class SimTarget(Target):
         js.runs += 1
         js.run_token += 1
         nodes = tuple([h[0] for h in self.state.holdings.get(js.job.id, ())])
-        self._emit(t, js.job.id, Kind.ADMITTED, js.bound, nodes=nodes)
-        self._emit(t, js.job.id, Kind.STARTED, js.bound)
+        self._emit(t, js.job.id, ADMITTED, js.bound, nodes=nodes)
+        self._emit(t, js.job.id, STARTED, js.bound)
         ready = self.images.gang_ready_at(t, nodes)
         if ready <= t:
-            self._emit(t, js.job.id, Kind.READY)
+            self._emit(t, js.job.id, READY)
         else:
             self._at(ready, self._ready, js, js.run_token)
         self._at(t + js.job.duration_s, self._finish, js, js.run_token)
 
     def _ready(self, t: float, js: JobState, token: int) -> None:
         if token == js.run_token and js.running:
-            self._emit(t, js.job.id, Kind.READY)
+            self._emit(t, js.job.id, READY)
 
     def restart(self, job_id: int, now: float, reason: str) -> list[Event]:
         """The whole gang back to the queue (a failed start under a requeue policy)."""
@@ -197,7 +244,7 @@ class SimTarget(Target):
             return
         js.running, js.done = False, True
         self.active.pop(js.job.id, None)
-        self._emit(t, js.job.id, Kind.FINISHED)
+        self._emit(t, js.job.id, FINISHED)
         if self.release_s > 0:
             self._at(t + self.release_s, self._release, js)
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from typing import Any
 
 from loadgen.model.events import Event, Kind
@@ -25,6 +26,8 @@ from loadgen.model.startup.spec import StartupSpec
 from loadgen.model.target import ChaosAction, ChaosUnsupported, Snapshot, Target
 
 ENDS_ATTEMPT = frozenset((Kind.EVICTED, Kind.REQUEUED, Kind.FINISHED, Kind.FAILED, Kind.REJECTED))
+# as module names: `Kind.X` goes through the enum class's attribute lookup, on every event here
+ADMITTED, READY, TRAINING = Kind.ADMITTED, Kind.READY, Kind.TRAINING
 
 
 class Lifecycle:
@@ -34,6 +37,7 @@ class Lifecycle:
         self.target, self.spec = target, spec
         self.rdv = Rendezvous(spec.rendezvous, fleet, seed)
         self.policy = spec.rendezvous.policy(target.name)
+        self.rdv_active = spec.rendezvous.active  # the spec is frozen: asked once, not every attempt
         self.jobs: dict[int, Job] = {}
         self.nodes: dict[int, tuple[int, ...]] = {}
         self.token: dict[int, int] = {}
@@ -60,6 +64,41 @@ class Lifecycle:
             out.extend(fn(t, *args))
         return out
 
+    def advance_before(self, upcoming: float, end_s: float, record) -> None:
+        """Every wakeup before `upcoming` (and not past end_s) as the virtual runner takes them one
+        by one (next_wakeup, advance, record), with the same events in the same order: the
+        target's instants through its run_instants, this wrapper's own timers at their instants
+        (after the target's at the same instant, as advance does)."""
+        run = getattr(self.target, "run_instants", None)
+        if run is None:
+            wakeup = self.next_wakeup()
+            while wakeup is not None and wakeup < upcoming and wakeup <= end_s:
+                events = self.advance(wakeup)
+                if events:
+                    record(events)
+                wakeup = self.next_wakeup()
+            return
+        own, after, pop = self._timers, self._after, heapq.heappop
+
+        def instant(w: float, events: list[Event]) -> float:
+            out = after(events) if events else events
+            while own and own[0][0] <= w:
+                t, _, fn, args = pop(own)
+                out.extend(fn(t, *args))
+            if out:
+                record(out)
+            return own[0][0] if own else math.inf
+
+        while True:
+            run(upcoming, end_s, own[0][0] if own else math.inf, instant)
+            # the target's next instant is past upcoming or end_s, or after this wrapper's next timer
+            if not own:
+                return
+            w = own[0][0]
+            if w >= upcoming or w > end_s:
+                return
+            instant(w, self.target.advance(w))
+
     def next_wakeup(self) -> float | None:
         theirs = self.target.next_wakeup()
         if not self._timers:
@@ -83,9 +122,9 @@ class Lifecycle:
         out: list[Event] | None = None
         for n, e in enumerate(events):
             k = e.kind
-            if k is Kind.ADMITTED:
+            if k is ADMITTED:
                 self.nodes[e.job_id] = e.nodes
-            elif k is Kind.READY:
+            elif k is READY:
                 self._bump(e.job_id)
                 more = self._attempt(e.t, e.job_id, self.token[e.job_id])
                 if more:
@@ -109,8 +148,8 @@ class Lifecycle:
         job = self.jobs.get(job_id)
         n = self.attempts[job_id] = self.attempts.get(job_id, 0) + 1
         self.counts["rendezvous_attempts"] += 1
-        if job is None or not self.spec.rendezvous.active:
-            return [Event(t, job_id, Kind.TRAINING)]
+        if job is None or not self.rdv_active:
+            return [Event(t, job_id, TRAINING)]
         a = self.rdv.attempt(job_id, n, job.members, job.gpus_per_member, self.nodes.get(job_id, ()))
         if a.timed_out:
             self._at(t + self.spec.rendezvous.timeout_s, self._timed_out, job_id, token)
@@ -119,7 +158,7 @@ class Lifecycle:
         return []
 
     def _trained(self, t: float, job_id: int, token: int) -> list[Event]:
-        return [Event(t, job_id, Kind.TRAINING)] if self.token.get(job_id) == token else []
+        return [Event(t, job_id, TRAINING)] if self.token.get(job_id) == token else []
 
     def _timed_out(self, t: float, job_id: int, token: int) -> list[Event]:
         if self.token.get(job_id) != token:

@@ -117,6 +117,10 @@ def _advance_before(target: Target, rec: Recorder, clock: VirtualClock, upcoming
     """The target's own wakeups before `upcoming` (and not past end_s), one after another: what the
     loop above does for them, without its checks for submissions, chaos and samples, none of which
     is due before `upcoming`."""
+    fused = getattr(target, "advance_before", None)
+    if fused is not None:           # the lifecycle runs the same wakeups itself, one call each
+        fused(upcoming, end_s, rec.record)
+        return
     next_wakeup, advance, record = target.next_wakeup, target.advance, rec.record
     wakeup = next_wakeup()
     while wakeup is not None and wakeup < upcoming and wakeup <= end_s:

@@ -47,8 +47,11 @@ class Recorder:
         self.evictions = np.zeros(n, dtype=np.int64)
         self.requeued_at: dict[int, float] = {}
         self.readmission: list[float] = []
-        self.bound = np.zeros(n, dtype=np.int64)
-        self.admitted_now = np.zeros(n, dtype=bool)
+        # members bound now, and whether the gang is admitted: per-event state, as Python lists (a
+        # numpy element costs several times a list item to read or set); gpm and members likewise
+        self.bound = [0] * n
+        self.admitted_now = [False] * n
+        self._gpm, self._members = self.gpm.tolist(), self.members.tolist()
         self.samples: list[Snapshot] = []
         self.chaos_log: list[dict] = []
         # time integrals (GPU-seconds)
@@ -98,10 +101,10 @@ class Recorder:
         self.t = t
 
     def _set_bound(self, i: int, bound: int, admitted: bool) -> None:
-        gpm = self.gpm[i].item()
-        old_held = int(self.bound[i]) * gpm
+        gpm = self._gpm[i]
+        old_held = self.bound[i] * gpm
         old_partial = old_held if not self.admitted_now[i] else 0
-        self.bound[i] = bound
+        self.bound[i] = int(bound)
         self.admitted_now[i] = admitted
         new_held = int(bound) * gpm
         new_partial = new_held if not admitted else 0
@@ -127,14 +130,14 @@ class Recorder:
                     self.accepted_t[i] = e.t
                 self.accepted[i] = True
             elif k is BOUND:
-                self._set_bound(i, e.members, bool(self.admitted_now[i]))
+                self._set_bound(i, e.members, self.admitted_now[i])
             elif k is ADMITTED:
                 if isnan(self.run_start[i]):
                     self.run_start[i] = e.t
                 if e.nodes:
                     self.first_nodes.setdefault(i, tuple(e.nodes))
                     self.run_nodes[i] = tuple(e.nodes)
-                self._set_bound(i, max(e.members, int(self.bound[i])), True)
+                self._set_bound(i, max(e.members, self.bound[i]), True)
                 if isnan(self.admit[i]):
                     self.admit[i] = e.t
                     if e.backend_t is not None:
@@ -157,7 +160,7 @@ class Recorder:
                 self.evictions[i] += 1
                 self._end_run(i, e.t)
                 if not isnan(self.run_start[i]):
-                    self.lost_gpu_s += (e.t - self.run_start[i]) * int(self.members[i]) * self.gpm[i].item()
+                    self.lost_gpu_s += (e.t - self.run_start[i]) * self._members[i] * self._gpm[i]
                     self.run_start[i] = np.nan
                 self._set_bound(i, e.members, False)
             elif k is REQUEUED:
@@ -176,7 +179,7 @@ class Recorder:
         and the SM-active GPU-seconds of its training)."""
         since = self.train_since[i]
         if not isnan(since):
-            gpus = int(self.members[i]) * self.gpm[i].item()
+            gpus = self._members[i] * self._gpm[i]
             self.active_gpu_s += gpus * activity.seconds(self.activity, since, since, t)
             lo, hi = self.window
             self.active_gpu_s_window += gpus * activity.seconds(self.activity, since, max(since, lo), min(t, hi))
@@ -200,6 +203,9 @@ class Recorder:
         for name, value in vars(self).items():
             if isinstance(value, np.ndarray) and value.shape == (len(self.jobs),):
                 setattr(out, name, value[keep].copy())
+        out._gpm, out._members = out.gpm.tolist(), out.members.tolist()
+        out.bound = [self.bound[i] for i in keep.tolist()]
+        out.admitted_now = [self.admitted_now[i] for i in keep.tolist()]
         where = {int(i): k for k, i in enumerate(keep)}
         ids = {self.jobs[i].id for i in keep}
         out.reason = {j: r for j, r in self.reason.items() if j in ids}

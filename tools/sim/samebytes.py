@@ -27,7 +27,8 @@ CASES = {
 }
 SMALL = ["--nodes", "200"]
 # 32-node scenarios of the real schedulers: their own fleet, half an hour (a soak has no end of its own)
-OWN_SIZE = {"ceiling-real": ["--duration-h", "0.5"], "soak-kube": ["--duration-h", "0.5"]}
+OWN_SIZE = {"ceiling-real": ["--duration-h", "0.5"], "soak-kube": ["--duration-h", "0.5"],
+            "soak-kube-nodes": ["--duration-h", "0.5"]}
 SKIP = {"openb-frag"}          # a `gangstorm frag` scenario: `run` refuses its 3,586 h trace whole
 VOLATILE = {"wall_s", "run_id"}
 

@@ -10,7 +10,7 @@ job restarts per its scheduler's policy (loadgen/drive/lifecycle.py) and the fai
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,8 +18,9 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.startup.spec import RendezvousSpec
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(NamedTuple):
+    # a tuple, not a frozen dataclass: one per start, and a frozen dataclass's __init__ sets each
+    # field through object.__setattr__
     seconds: float          # how long this attempt takes (or would, had it not timed out)
     timed_out: bool
     leaves: int
@@ -32,6 +33,8 @@ class Rendezvous:
         self._leaf = fleet.leaf_of.tolist()
 
     def misaligned(self, nodes: tuple[int, ...], gpus_per_member: int) -> tuple[int, bool]:
+        if len(nodes) <= 1:         # one node (most jobs) or none: one leaf, nothing to misalign
+            return 1, False
         uniq = set(nodes)
         leaf = self._leaf
         leaves = len({leaf[n] for n in uniq}) if uniq else 1
