@@ -338,7 +338,8 @@ KNOBS: dict[str, dict[str, list[tuple[str, str]] | tuple[str, str, float, float]
         "main_cycle_per_skip_us", "bf_cycle_base_ms", "bf_cycle_per_job_us", "bf_cycle_per_job_node_ns",
         "bf_cycle_per_start_us", "bf_cycle_per_start_node_ns", "agent_ms")]},
     "volcano": {"session": [("volcano", "session_base_ms"), ("volcano", "session_per_node_us"),
-                            ("volcano", "session_per_task_us")]},
+                            ("volcano", "session_per_task_us"), ("volcano", "reject_per_node_us"),
+                            ("volcano", "feasible_per_node_us")]},
 }
 
 
