@@ -295,15 +295,20 @@ class Probe:
         with self.lock:
             return sum(1 for p in self.pods if p.startswith(prefix))
 
-    def bench(self, jobs: int) -> dict:
+    def bench(self, jobs: int, timeout_s: float) -> dict:
         """The tuning guide's case: `jobs` one-pod vcjobs created at once; pods bound per second from
-        the first create to the last bind."""
+        the first create to the last bind (no figure if they are not all bound within timeout_s)."""
         names = [f"bench-{i}" for i in range(jobs)]
         s0 = self.scrape()
         t0 = time.monotonic()
         sent = self.create_jobs(names)
         created_s = time.monotonic() - t0
-        self.wait(lambda: self._bound_count("bench-") >= jobs, 3600, f"{jobs} bench pods not bound")
+        try:
+            self.wait(lambda: self._bound_count("bench-") >= jobs, timeout_s, f"{jobs} bench pods not bound")
+        except TimeoutError as e:
+            return {"jobs": jobs, "created_s": round(created_s, 2), "error": str(e),
+                    "bound": self._bound_count("bench-"), "after_s": round(time.monotonic() - t0, 1),
+                    "per_session": per_session(s0, self.scrape())}
         s1 = self.scrape()
         with self.lock:
             last = max(t for p, t in self.bound.items() if p.startswith("bench-"))
@@ -354,9 +359,10 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
             probe = Probe(c, vc, nodes, args.threads)
             probe.start()
             if bench:
-                b = probe.bench(args.bench_jobs)
-                res["figure"] = b.pop("figure")
-                res["offsets_s"] = b.pop("offsets_s")
+                b = probe.bench(args.bench_jobs, args.bench_timeout)
+                if "figure" in b:
+                    res["figure"] = b.pop("figure")
+                    res["offsets_s"] = b.pop("offsets_s")
                 m["bench"] = b
             else:
                 m["idle"] = probe.idle(args.sessions)
@@ -369,6 +375,9 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
                     m["fill"] = probe.fill()
                     m["pending"] = []
                     for count in args.pending:
+                        if count > nodes * 8:        # the queue's capability is the fleet: the rest stay Pending
+                            m["pending_skipped"] = f"{count} one-GPU jobs exceed the fleet's {nodes * 8} GPUs"
+                            break
                         m["pending"].append(probe.pending(count, args.sessions))
                         print(f"{nodes} nodes pending {count}: {m['pending'][-1]['per_session']}", flush=True)
                         evidence.write(path, {**res, "load_avg": {**quiet, "after": evidence.load_avg()}, "sim": {}})
@@ -376,14 +385,21 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
             if probe is not None:
                 probe.stop()
             c.stop()
-    except Exception as e:            # what was measured is kept, with what stopped it
+    except (Exception, KeyboardInterrupt) as e:      # what was measured is kept, with what stopped it
         m["error"] = f"{type(e).__name__}: {str(e)[:500]}"
+        if isinstance(e, KeyboardInterrupt):
+            _write(path, res, quiet)
+            raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _write(path, res, quiet)
+    return res
+
+
+def _write(path: Path, res: dict, quiet: dict) -> None:
     res["load_avg"] = {**quiet, "after": evidence.load_avg()}
     res["sim"] = {}
     evidence.write(path, res)
-    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                                                           "empty: no fill and no pending phase")
     ap.add_argument("--threads", type=int, default=16, help="client threads creating jobs and fill pods")
     ap.add_argument("--bench-jobs", type=int, default=0, help="run the tuning guide's N x 1-pod case instead")
+    ap.add_argument("--bench-timeout", type=float, default=3600.0, help="seconds to wait for the last bind")
     ap.add_argument("--quiet-wait", type=float, default=600.0, help="seconds to wait for a 1-minute load <= 1.5")
     args = ap.parse_args(argv)
     args.pending = [int(x) for x in args.pending.split(",") if x]
@@ -407,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n} nodes: {r['metrics']['error']}", flush=True)
             rc = 1
         elif args.bench_jobs:
-            print(f"{n} nodes: {args.bench_jobs} jobs x 1 pod: {r['figure']} pods/s", flush=True)
+            print(f"{n} nodes: {args.bench_jobs} jobs x 1 pod: {r.get('figure')} pods/s "
+                  f"{r['metrics']['bench'].get('error', '')}", flush=True)
     return rc
 
 
