@@ -17,10 +17,10 @@ and each term comes from one phase, least squares with relative error over the f
 
 - session_base_ms, session_per_node_us: the idle sessions' volcano_e2e_scheduling_latency_milliseconds
   against nodes;
-- session_per_task_us, reject_per_node_us: the pending sessions' e2e latency, per pending task
-  added (between two P at one size) against nodes: what does not grow with nodes is per task, what
-  grows is the walk (and whatever else each unplaceable task costs per node, such as gang's fit
-  errors at close);
+- session_per_task_us, reject_per_node_us: what P pending tasks add to the idle session's e2e
+  latency, P x (per task + nodes x per node), over every (size, P): what does not grow with nodes
+  is per task, what grows is the walk (and whatever else an unplaceable task costs per node, such
+  as gang's fit-error message at close);
 - feasible_per_node_us: the light phase's allocate latency
   (volcano_action_scheduling_latency_milliseconds{action="allocate"}) summed over its sessions,
   less the idle sessions' allocate, per job placed, over numNodesToFind(nodes).
@@ -105,17 +105,13 @@ def fit(curves: list[dict], hold_out: set[int]) -> tuple[dict[str, float], dict[
         base, per_node = nnls(x, np.ones(len(idle)))
         vals["session_base_ms"], vals["session_per_node_us"] = float(base), float(per_node) * 1000.0
         used["idle"] = [n for n, _ in idle]
-    steps = []                                        # (nodes, ms per pending task added)
-    for p in pts:
-        pend = sorted(p["pending"], key=lambda q: q["tasks"])
-        for a, b in zip(pend, pend[1:]):
-            if b["tasks"] > a["tasks"]:
-                steps.append((p["nodes"], (b["e2e_ms"] - a["e2e_ms"]) / (b["tasks"] - a["tasks"])))
-    if steps:
-        x = np.array([[1.0, n] for n, _ in steps]) / np.array([max(y, 1e-9) for _, y in steps])[:, None]
-        per_task, reject = nnls(x, np.ones(len(steps)))
+    extra = [(p["nodes"], q["tasks"], q["e2e_ms"] - p["idle_ms"]) for p in pts if p.get("idle_ms") is not None
+             for q in p["pending"] if q["tasks"] and q["e2e_ms"] > p["idle_ms"]]
+    if extra:                                         # what P pending tasks add: P x (per task + nodes x reject)
+        x = np.array([[t, t * n] for n, t, _ in extra]) / np.array([y for _, _, y in extra])[:, None]
+        per_task, reject = nnls(x, np.ones(len(extra)))
         vals["session_per_task_us"], vals["reject_per_node_us"] = float(per_task) * 1000.0, float(reject) * 1000.0
-        used["pending"] = sorted({n for n, _ in steps})
+        used["pending"] = sorted({n for n, _, _ in extra})
     place = [(p["nodes"], p["place_ms"]) for p in pts if p.get("place_ms") is not None]
     if place:
         vals["feasible_per_node_us"] = max(0.0, sum(y for _, y in place) / sum(to_find(n) for n, _ in place)
@@ -211,13 +207,14 @@ def write_profile(path: Path, vals: dict[str, float], used: dict[str, list[int]]
                                     "nodes: the intercept"),
         "session_per_node_us": ("idle", "volcano_e2e_scheduling_latency_milliseconds of sessions with no job, "
                                         "against nodes: the slope"),
-        "session_per_task_us": ("pending", "volcano_e2e_scheduling_latency_milliseconds per pending task added "
-                                           "(one-pod jobs that fit nowhere on a full fleet), against nodes: the "
-                                           "intercept"),
-        "reject_per_node_us": ("pending", "volcano_e2e_scheduling_latency_milliseconds per pending task added "
-                                          "(one-pod jobs that fit nowhere on a full fleet), against nodes: the slope "
-                                          "(allocate's walk of every node, and what else an unplaceable task costs "
-                                          "per node)"),
+        "session_per_task_us": ("pending", "volcano_e2e_scheduling_latency_milliseconds of sessions with P one-pod "
+                                           "jobs that fit nowhere on a full fleet, less the idle sessions', as "
+                                           "P x (this + nodes x reject_per_node_us)"),
+        "reject_per_node_us": ("pending", "volcano_e2e_scheduling_latency_milliseconds of sessions with P one-pod "
+                                          "jobs that fit nowhere on a full fleet, less the idle sessions', as "
+                                          "P x (session_per_task_us + nodes x this): allocate's walk of every node "
+                                          "and what else an unplaceable task costs per node (gang's fit-error "
+                                          "message at close)"),
         "feasible_per_node_us": ("light", "volcano_action_scheduling_latency_milliseconds{action=allocate} of a "
                                           "light stream of one-pod jobs on an empty fleet, less the idle sessions', "
                                           "per job placed, over numNodesToFind(nodes)"),
