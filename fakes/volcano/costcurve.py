@@ -284,7 +284,7 @@ class Probe:
         self._pending_jobs = count
         self.created += len(names)
         ready = self.wait(lambda: self._pods_with("pend-") >= count, 900, f"{count} pending pods not created")
-        self.sessions(3, 300)                       # the sessions that enqueued and first saw them
+        self.sessions(2, 600)                       # the sessions that enqueued and first saw them
         got, wall = self.sessions(n, 600)
         return {"jobs": count, "pending_tasks": self._pods_with("pend-"), "bound": self._bound_count("pend-"),
                 "created_s": created_s, "pods_after_s": ready, "wall_s": wall, "per_session": got}
