@@ -195,8 +195,9 @@ def table(curves: list[dict], hold_out: set[int]) -> str:
 
 
 def write_profile(path: Path, vals: dict[str, float], used: dict[str, list[int]], hold_out: set[int],
-                  command: str) -> None:
-    curve_cmd = "python -m fakes.volcano.costcurve --sizes ... --out results/fidelity-scale/volcano"
+                  command: str, curves: list[dict]) -> None:
+    fitted = {n for sizes in used.values() for n in sizes}
+    curve_cmd = "; ".join(dict.fromkeys(c["command"] for c in curves if c["nodes"] in fitted))
     held = f"; {', '.join(f'{n:,}' for n in sorted(hold_out))} nodes held out" if hold_out else ""
 
     def sizes(key: str) -> str:
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_profile:
         vals, used = fit(curves, hold_out)
         write_profile(args.write_profile, vals, used, hold_out, "python -m loadgen.calibration.volcano_curve "
-                      + " ".join(sys.argv[1:] if argv is None else argv))
+                      + " ".join(sys.argv[1:] if argv is None else argv), curves)
         for k, v in vals.items():
             print(f"volcano.{k} = {v}  (from {', '.join(map(str, used))})")
         args.profile = str(args.write_profile)
