@@ -71,12 +71,12 @@ fidelity-scale-ray: ray-deps
 
 # Volcano (about 40 minutes on 2 cores): vc-scheduler's session, action and plugin latency at 500-10,000
 # KWOK nodes, idle, under a light stream and with 100 / 1,000 unplaceable jobs on a full fleet; its
-# tuning guide's 10,000 one-pod jobs on 2,000 nodes; then the twin's session costs from the curve
+# tuning guide's one-pod jobs (2,000 of them: the guide's 10,000 take half an hour here) on 2,000 nodes; then the twin's session costs from the curve
 # (5,000 and 10,000 nodes held out) into the local profile, the twin's figures into the curve files, the anchors.
 VOLCANO_LOCK = $(if $(CPU_LOCK),flock $(CPU_LOCK))
 fidelity-scale-volcano: $(STAMP) k8s-bins volcano-bins
 	$(VOLCANO_LOCK) $(BIN)/python -m fakes.volcano.costcurve --sizes 500,2000,5000,10000 --out results/fidelity-scale/volcano
-	$(VOLCANO_LOCK) $(BIN)/python -m fakes.volcano.costcurve --sizes 2000 --bench-jobs 10000 \
+	$(VOLCANO_LOCK) $(BIN)/python -m fakes.volcano.costcurve --sizes 2000 --bench-jobs 2000 \
 	  --out results/fidelity-scale/volcano
 	$(BIN)/python -m loadgen.calibration.volcano_curve --hold-out 5000,10000 --write-profile fakes/profiles/local.yaml
 	$(BIN)/gangstorm profile anchors local --schedulers volcano

@@ -385,9 +385,9 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
             if probe is not None:
                 probe.stop()
             c.stop()
-    except (Exception, KeyboardInterrupt) as e:      # what was measured is kept, with what stopped it
+    except (Exception, KeyboardInterrupt, SystemExit) as e:     # what was measured is kept, with what stopped it
         m["error"] = f"{type(e).__name__}: {str(e)[:500]}"
-        if isinstance(e, KeyboardInterrupt):
+        if not isinstance(e, Exception):
             _write(path, res, quiet)
             raise
     finally:
