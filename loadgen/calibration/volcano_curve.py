@@ -171,6 +171,10 @@ def fill(curves: list[dict], profile: Profile) -> list[dict]:
     return curves
 
 
+def _ms(x: float | None) -> str:
+    return "" if x is None else f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+
 def table(curves: list[dict], hold_out: set[int]) -> str:
     """nodes | figure | real | sim | ratio, one line per figure (what docs/fidelity.md shows)."""
     lines = ["| nodes | figure (vc-scheduler metric) | real ms | twin ms | real / twin |", "|---:|---|---:|---:|---:|"]
@@ -179,18 +183,18 @@ def table(curves: list[dict], hold_out: set[int]) -> str:
         tag = f"{n:,}" + (" (held out)" if n in hold_out else "")
         if p.get("idle_ms") is not None:
             s = (sim.get("idle") or {}).get("session_ms")
-            lines.append(f"| {tag} | idle session (e2e scheduling latency) | {p['idle_ms']:.4g} | {s:.4g} | "
+            lines.append(f"| {tag} | idle session (e2e scheduling latency) | {_ms(p['idle_ms'])} | {_ms(s)} | "
                          f"{ratio(p['idle_ms'], s)} |")
         if p.get("place_ms") is not None:
             s = (sim.get("light") or {}).get("place_ms")
             lines.append(f"| {tag} | allocate per job placed, light stream ({to_find(n)} nodes to find) | "
-                         f"{p['place_ms']:.4g} | {s if s is None else f'{s:.4g}'} | {ratio(p['place_ms'], s)} |")
+                         f"{_ms(p['place_ms'])} | {_ms(s)} | {ratio(p['place_ms'], s)} |")
         for q, s in zip(p["pending"], sim.get("pending") or []):
             lines.append(f"| {tag} | session, {q['tasks']:,} pending tasks on a full fleet (e2e) | "
-                         f"{q['e2e_ms']:.4g} | {s['e2e_ms']:.4g} | {ratio(q['e2e_ms'], s['e2e_ms'])} |")
+                         f"{_ms(q['e2e_ms'])} | {_ms(s['e2e_ms'])} | {ratio(q['e2e_ms'], s['e2e_ms'])} |")
             if q.get("allocate_ms") is not None:
-                lines.append(f"| {tag} | ... of which allocate (twin: the walk) | {q['allocate_ms']:.4g} | "
-                             f"{s['walk_ms']:.4g} | {ratio(q['allocate_ms'], s['walk_ms'])} |")
+                lines.append(f"| {tag} | ... of which allocate (twin: the walk) | {_ms(q['allocate_ms'])} | "
+                             f"{_ms(s['walk_ms'])} | {ratio(q['allocate_ms'], s['walk_ms'])} |")
     return "\n".join(lines)
 
 
