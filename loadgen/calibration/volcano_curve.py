@@ -202,7 +202,8 @@ def write_profile(path: Path, vals: dict[str, float], used: dict[str, list[int]]
                   command: str, curves: list[dict]) -> None:
     fitted = {n for sizes in used.values() for n in sizes}
     curve_cmd = "; ".join(dict.fromkeys(c["command"] for c in curves if c["nodes"] in fitted))
-    held = f"; {', '.join(f'{n:,}' for n in sorted(hold_out))} nodes held out" if hold_out else ""
+    measured_held = sorted(hold_out & {c["nodes"] for c in curves})
+    held = f"; {', '.join(f'{n:,}' for n in measured_held)} nodes held out" if measured_held else ""
 
     def sizes(key: str) -> str:
         return ", ".join(f"{n:,}" for n in used.get(key, []))
