@@ -19,8 +19,8 @@ anchors: $(STAMP)
 # 500-10,000 nodes and its own benchmark replicated here, as JSON evidence under
 # results/fidelity-scale/<scheduler>/. Benchmarks, never part of `make test`; each starts real
 # components (set CPU_LOCK=/path to serialize them on a shared machine).
-.PHONY: fidelity-scale fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray
-fidelity-scale: fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray
+.PHONY: fidelity-scale fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray fidelity-scale-volcano
+fidelity-scale: fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray fidelity-scale-volcano
 
 # kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
 # minutes on 2 cores), then the twin's figures for the same workloads; and gangstorm's own create
@@ -73,6 +73,18 @@ fidelity-scale-ray: ray-deps
 	$(RAY_LOCK) $(BIN)/python -m loadgen.calibration.heldout run scenarios/ray-burst-heldout.yaml --nodes 5000 \
 	  --fakelet-costs results/fidelity-scale/ray --out results/fidelity-scale/ray/heldout-5000n
 	$(BIN)/gangstorm profile anchors local --schedulers ray
+
+# Volcano (about 40 minutes on 2 cores): vc-scheduler's session, action and plugin latency at 500-10,000
+# KWOK nodes, idle, under a light stream and with 100 / 1,000 unplaceable jobs on a full fleet; its
+# tuning guide's one-pod jobs (2,000 of them: the guide's 10,000 take half an hour here) on 2,000 nodes; then the twin's session costs from the curve
+# (5,000 and 10,000 nodes held out) into the local profile, the twin's figures into the curve files, the anchors.
+VOLCANO_LOCK = $(if $(CPU_LOCK),flock $(CPU_LOCK))
+fidelity-scale-volcano: $(STAMP) k8s-bins volcano-bins
+	$(VOLCANO_LOCK) $(BIN)/python -m fakes.volcano.costcurve --sizes 500,2000,5000,10000 --out results/fidelity-scale/volcano
+	$(VOLCANO_LOCK) $(BIN)/python -m fakes.volcano.costcurve --sizes 2000 --bench-jobs 2000 \
+	  --out results/fidelity-scale/volcano
+	$(BIN)/python -m loadgen.calibration.volcano_curve --hold-out 5000,10000 --write-profile fakes/profiles/local.yaml
+	$(BIN)/gangstorm profile anchors local --schedulers volcano
 
 # Fidelity of the gang twins (issue 28, docs/kube-gang.md): kube-gang and coscheduling, a fitting and a
 # held-out case, 3 real runs each on 4-6 KWOK nodes (one run at a time, CPU_LOCK between runs; about

@@ -14,6 +14,7 @@ from support.simkit import job, sim
 
 TIMED = {"schedulers.volcano.observe_ms": 0, "schedulers.volcano.session_base_ms": 100,
          "schedulers.volcano.session_per_node_us": 0, "schedulers.volcano.session_per_task_us": 0,
+         "schedulers.volcano.reject_per_node_us": 0, "schedulers.volcano.feasible_per_node_us": 0,
          "control_plane.write_ms": 10, "control_plane.create_ms": 20}
 DEFAULT_PLUGINS = ["gang", "priority", "proportion", "drf", "binpack", "predicates", "nodeorder"]
 

@@ -14,9 +14,16 @@ The path of a gang:
    minAvailable pods, JobReady minAvailable allocated; an elastic job's other tasks follow in later
    sessions) and binds them through the scheduler's client (api_qps/api_burst); a bind lands
    write_ms after it goes out.
-Sessions run wait.Until(schedule_period_s) from the end of the previous one. A session costs
-session_base_ms + session_per_node_us x nodes + session_per_task_us x pending tasks, then its
-close writes every changed PodGroup status with STATUS_WORKERS workers, write_ms each.
+Sessions run wait.Until(schedule_period_s) from the end of the previous one. A session opens for
+session_base_ms + session_per_node_us x nodes + session_per_task_us x pending tasks (the snapshot,
+the plugins' session open and close); then allocate's predicate walk (util/predicate_helper.go
+PredicateNodes, from a rotating start, 16 goroutines) costs per task it tries: a task it places
+examines nodes until numNodesToFind feasible ones (50 - nodes/125 percent, at least 5% and 100
+nodes, as kube-scheduler) and scores those, feasible_per_node_us each, reject_per_node_us for each
+node it passes over; a task that fits nowhere examines every node, reject_per_node_us each, every
+session, and a gang stops at its first such task. A job commits, and its binds go out, when its walk
+ends; a session in which nothing changed walks its failing tasks again. Its close then writes every
+changed PodGroup status with STATUS_WORKERS workers, write_ms each.
 Actions run in the configured order. allocate: queues by share (proportion: allocated /
 deserved, deserved by weight water-filling over what each queue requests: allocated + pods
 created); an overused queue gets nothing more this session; a task is allocatable while its queue
@@ -48,6 +55,7 @@ import math
 
 import numpy as np
 
+from fakes.kube.sim import num_feasible_nodes_to_find
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
@@ -120,6 +128,12 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         self.deserved: dict[str, float] = {}
         self.total = self._total()                   # GPUs of the nodes up, as the session saw them
         self.session_ms: list[float] = []
+        self.session_log: list[tuple[float, float, float]] = []   # (start s, length ms, walk ms) per session
+        self.to_find = num_feasible_nodes_to_find(self.fleet.nodes, None)   # util.CalculateNumOfFeasibleNodesToFind
+        self.reject_s = c["reject_per_node_us"] / 1e6
+        self.feasible_s = c["feasible_per_node_us"] / 1e6
+        self.ssn_t = 0.0             # the session's own clock: open, then each walk
+        self.fail_walk_s = 0.0       # the walks of the tasks that found no node in the last session that ran
         self.stale_books = c["vgpu_books"] == "v1.14.1" and self.state.slices is not None
         self.report_s = c["vgpu_report_s"]
         self.rebuild_due = False
@@ -278,22 +292,28 @@ class SimVolcano(VolcanoTraits, KubeFamily):
 
     def _session(self, t: float) -> None:
         c = self.cfg
-        cost = (c["session_base_ms"] + c["session_per_node_us"] * self.fleet.nodes / 1000.0
-                + c["session_per_task_us"] * self.pending_tasks / 1000.0) / 1000.0
+        self.ssn_t = t + (c["session_base_ms"] + c["session_per_node_us"] * self.fleet.nodes / 1000.0
+                          + c["session_per_task_us"] * self.pending_tasks / 1000.0) / 1000.0
+        opened = self.ssn_t
         self._count("sessions")
         updates: list[tuple[JobState, str]] = []
         if self.cp.alarm:          # no PodGroup status or bind can be written; nothing moves
             self._count("sessions_stalled_nospace")
         elif self.dirty:
             self.dirty = False
+            self.fail_walk_s = 0.0
             self.total = self._total()
             self._open()
             for action in self.actions:
-                updates += getattr(self, f"_action_{action}")(t, t + cost)
+                updates += getattr(self, f"_action_{action}")(t, self.ssn_t)
             for jid in sorted(self.to_pending):
                 updates.append((self.to_pending.pop(jid), "pending"))
-        end = t + cost + self._close(t + cost, updates)
+        else:
+            self.ssn_t += self.fail_walk_s     # nothing changed: the same tasks fail the same walks
+        walked = self.ssn_t - opened
+        end = self.ssn_t + self._close(self.ssn_t, updates)
         self.session_ms.append((end - t) * 1000.0)
+        self.session_log.append((t, (end - t) * 1000.0, walked * 1000.0))
         self.next_session = end + self.period
         self.session_timer = False
         self._wake(end)
@@ -410,6 +430,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         return updates
 
     def _allocate_job(self, js: JobState, bind_from: float) -> bool:
+        """Place js's pending tasks; its binds go out when its walk ends (bind_from is unused: the
+        session's own clock, ssn_t, says when)."""
         e = js.extra
         g, c = self._g(js), js.job.cpus_per_member
         todo = e["pods"] - e["placed"]
@@ -419,10 +441,18 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         short = js.job.min_available - e["placed"] if self.gang else 0      # tasks it needs now
         if self.state.sliced(js.job):
             return self._allocate_sliced(js, c, todo, short, bind_from)
-        if short > 0 and (todo < short or not self.state.fits(short, g)):
+        feasible = self.state.count_ge(g)
+        if short > 0 and todo < short:       # the queue's share runs out first: no walk for the rest
+            self._walk(todo, 0, feasible)
+            self._count("gang_discarded")
+            return False
+        if short > 0 and not self.state.fits(short, g):
+            self._walk(min(short - 1, feasible) if g >= self.state.gpn else 0, 1, feasible)
             self._count("gang_discarded")
             return False
         nodes = self._place(g, c, todo) if todo > 0 else []
+        commits = bool(nodes) and not (self.gang and e["placed"] + len(nodes) < js.job.min_available)
+        self._walk(len(nodes), int(len(nodes) < todo), feasible, commits)
         if self.gang and e["placed"] + len(nodes) < js.job.min_available:
             self._count("gang_discarded")
             return False
@@ -431,8 +461,30 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         since = self._held(js)
         for n in nodes:
             self.state.take(js.job.id, n, g, c)
-        self._book_twice(js, since, bind_from)
-        return self._allocated(js, nodes, bind_from)
+        self._book_twice(js, since, self.ssn_t)
+        return self._allocated(js, nodes, self.ssn_t)
+
+    def _walk(self, placed: int, failed: int, feasible: int, commits: bool = False) -> None:
+        """allocate's predicate walks on the session's clock: `placed` tasks that found a node
+        (nodes examined until numNodesToFind of the `feasible` ones, those scored) and `failed`
+        tasks that examined every node. What a job walks without committing (a task that fits
+        nowhere, a discarded gang's placed tasks) it walks again in every session until something
+        changes."""
+        n = self.fleet.nodes
+        cost = again = 0.0
+        if placed:
+            found = min(max(feasible, 1), self.to_find)
+            examined = n if feasible <= self.to_find else min(n, math.ceil(self.to_find * n / feasible))
+            cost = placed * (self.feasible_s * found + self.reject_s * (examined - found))
+            again = 0.0 if commits else cost
+        if failed:
+            cost += failed * self.reject_s * n
+            again += failed * self.reject_s * n
+        if placed or failed:
+            self._count("walks_placed", placed)
+            self._count("walks_failed", failed)
+        self.fail_walk_s += again
+        self.ssn_t += cost
 
     def _allocated(self, js: JobState, nodes: list[int], bind_from: float) -> bool:
         e = js.extra
@@ -476,12 +528,14 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             return False
         shape = (js.job.share, js.job.gpus_per_member, js.job.gpu_spec, c)
         if shape in self.no_fit and self.no_fit_at == self.state.version:
+            self._walk(0, 1, 0)
             return False            # the same shape found no room this session, and nothing was placed since
         before = list(s.holdings.get(js.job.id, []))
         since = self._held(js)
         nodes: list[int] = []
         for _ in range(todo):
             ok = np.flatnonzero(s.feasible_for(js.job))
+            self._walk(int(len(ok) > 0), int(len(ok) == 0), len(ok), commits=True)
             if not len(ok):
                 break
             free = s.slices.free_compute[ok].sum(axis=1)
@@ -502,8 +556,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
                     s.take(js.job.id, node, gpus, cpus, js.job.gpu_share, "best" if binpack else "worst")
                 self._count("gang_discarded")
             return False
-        self._book_twice(js, since, bind_from)
-        return self._allocated(js, nodes, bind_from)
+        self._book_twice(js, since, self.ssn_t)
+        return self._allocated(js, nodes, self.ssn_t)
 
     # --- v1.14.1's vGPU books ----------------------------------------------------------------------
     def _held(self, js: JobState) -> int:

@@ -41,6 +41,7 @@ class Options:
     command: str = ""
     seed: int | None = None
     backend: str = "real"                 # what the twins are compared with (tests use a stand-in)
+    keep: tuple[str, ...] = ()            # profile sections the runs must not re-measure (e.g. control_plane)
 
 
 def case_scenario(case: Case, name: str, opts: Options, profile: Profile | str | None):
@@ -92,7 +93,8 @@ def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
         return {"scheduler": name, "cases": [c.__dict__ | {"label": c.label} for c in cases], "runs_only": True}
     stats = {c.label: fidelity.real_stats(real[c.label]) for c in cases}
     base = load_profile(opts.base_profile)
-    measured = measure.extract(name, [(c, r) for c in cases if c.role == "fit" for r in real[c.label]])
+    measured = {k: v for k, v in measure.extract(name, [(c, r) for c in cases if c.role == "fit"
+                                                         for r in real[c.label]]).items() if k[0] not in opts.keep}
     start_profile = with_values(base, {k: v for k, (v, _) in measured.items()})
     free = measure.FREE[name]
     scenarios = {c.label: case_scenario(c, name, opts, None) for c in cases}

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> dict:
     for name, prof in (("remeasured", here), ("shipped", shipped)):
         sims[name] = twin(sc, args.scheduler, args.time_scale, prof)
         rows[name] = row(label, "held_out", stats, sims[name])
-    cp_keys = ("scheduler", "apiserver", "client_pace_ms", "client_pace_gangs", "nodes_ready_s", "busy_s")
+    cp_keys = ("scheduler", "apiserver", "client_pace_ms", "client_pace_gangs", "nodes_ready_s", "busy_s",
+               "session_ms", "action_ms")                 # the last two: vc-scheduler's
     doc = {"scheduler": args.scheduler, "nodes": args.nodes, "case": label, "role": "held_out",
            "command": "python -m loadgen.calibration.heldout_at_scale "
            + " ".join(shlex.quote(a) for a in sys.argv[1:]),
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> dict:
            "sim": {name: {"admission_s": s["admission_s"], "alloc_util": s["alloc_util"],
                           "control_plane": {k: s["control_plane"].get(k) for k in (
                               "scheduling_cycle_ms_mean", "nodes_examined_mean", "num_feasible_nodes_to_find",
-                              "busy_s", "bind_retries_429", "bind_refused")}} for name, s in sims.items()},
+                              "busy_s", "bind_retries_429", "bind_refused", "session_ms_mean", "session_ms_max",
+                              "walks_placed", "walks_failed")}} for name, s in sims.items()},
            "row": rows["remeasured"], "row_shipped_profile": rows["shipped"]}
     out.mkdir(parents=True, exist_ok=True)
     (out / "heldout.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -196,6 +196,8 @@ SCENARIO = {
             "session_base_ms": Field(NUM, PROFILE, lo=0),    # one scheduling session: fixed part
             "session_per_node_us": Field(NUM, PROFILE, lo=0),  # ... per node in the snapshot
             "session_per_task_us": Field(NUM, PROFILE, lo=0),  # ... per pending task considered
+            "reject_per_node_us": Field(NUM, PROFILE, lo=0),   # allocate's predicate walk: a node passed over
+            "feasible_per_node_us": Field(NUM, PROFILE, lo=0),  # ... a feasible node found and scored
             "observe_ms": Field(NUM, PROFILE, lo=0),
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "queues": {
