@@ -151,7 +151,7 @@ def twin(c: dict, profile: Profile) -> dict:
         fill = [_one_pod(i, 0.0, "fill", 8) for i in range(n)]
         pend = [_one_pod(n + i, FILL_AT) for i in range(tasks)]
         jobs = fill + pend
-        _, t = simulate(_anchor("pending", n, lambda jobs=jobs: jobs, FILL_AT + SETTLE_S + WINDOW_S), profile)
+        _, t = simulate(_anchor("pending", n, lambda jobs=jobs: list(jobs), FILL_AT + SETTLE_S + WINDOW_S), profile)
         window = [(ms, w) for s, ms, w in t.session_log if s >= FILL_AT + SETTLE_S]
         out["pending"].append({"tasks": tasks, "sessions": len(window),
                                "e2e_ms": round(float(np.mean([ms for ms, _ in window])), 4) if window else None,
