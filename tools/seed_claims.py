@@ -126,7 +126,7 @@ class Bound:
 # The README's head-to-head for make run's six (issue 28), each sentence that ranks or bounds a
 # figure. Where a README line is a median ("p50 0.05 s"), its order against the others is the claim.
 SIX = [
-    Order("admission p50 s", "ray < kube-gang, coscheduling < slurm < kueue < volcano"),
+    Order("admission p50 s", "ray < kube-gang, coscheduling < slurm < volcano < kueue"),
     Order("admission p50 s", "coscheduling < kube-gang"),
     Order("large-gang admission p99 s", "slurm = kueue, volcano < kube-gang = coscheduling < ray"),
     Order("partial-gang GPU-h", "kube-gang < coscheduling < kueue"),
