@@ -115,6 +115,11 @@ class SimTarget(Target):
     def advance(self, now: float) -> list[Event]:
         if now > self._now:
             self._now = now
+        self._drain(now)
+        return self._take()
+
+    def _drain(self, now: float) -> None:
+        """Fire every timer and emit every observation due by `now`, in (time, seq) order."""
         timers, seen, pop = self._timers, self._seen, heapq.heappop
         while True:
             if seen and seen[0][0] <= now:
@@ -128,7 +133,6 @@ class SimTarget(Target):
                 break
             t, _, fn, args = pop(timers)
             fn(t, *args)
-        return self._take()
 
     def run_instants(self, upcoming: float, end_s: float, limit: float, instant) -> None:
         """Each of this target's instants w (its next timer or observation) while w < upcoming,
@@ -144,7 +148,7 @@ class SimTarget(Target):
                 limit = instant(wake, self.advance(wake))
                 wake = self.next_wakeup()
             return
-        timers, seen, pop = self._timers, self._seen, heapq.heappop
+        timers, seen = self._timers, self._seen
         while True:
             if seen:
                 w = seen[0][0]
@@ -158,18 +162,7 @@ class SimTarget(Target):
                 return
             if w > self._now:
                 self._now = w
-            # advance(w)'s loop
-            while True:
-                if seen and seen[0][0] <= w:
-                    due, seq, event = seen[0]
-                    if not timers or due < timers[0][0] or (due == timers[0][0] and seq < timers[0][1]):
-                        seen.popleft()
-                        self._out.append(event)
-                        continue
-                elif not timers or timers[0][0] > w:
-                    break
-                t, _, fn, args = pop(timers)
-                fn(t, *args)
+            self._drain(w)
             events, self._out = self._out, []
             limit = instant(w, events)
 
