@@ -14,7 +14,7 @@ from loadgen.model.startup.imagecache import ImageCache
 from loadgen.model.startup.spec import ImageSpec
 from loadgen.model.target import TargetContext
 from support.recording import Recording
-from support.simkit import job
+from support.simkit import job, scramble, small_kube
 
 
 def test_count_ge_is_the_count_of_up_nodes_with_that_many_free_gpus():
@@ -270,25 +270,11 @@ def test_an_event_observed_before_one_already_queued_keeps_its_place():
 
 
 def test_kube_candidates_are_the_first_feasible_nodes_from_the_start_index():
-    from fakes.kube.sim import SimKube
-    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "fleet.memory_gib_per_node": 2,
-                                         "schedulers.kube.percentage_of_nodes_to_score": 20})
-    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
-                        seed=1)
-    kube = SimKube(ctx)
+    kube = small_kube(memory_gib=2)
     s, n = kube.state, 120
     rng = np.random.default_rng(8)
     for step in range(400):
-        for owner in list(s.holdings):
-            s.give_back(owner)
-        s.free_gpus[:] = np.where(rng.random(n) < 0.6, 0, rng.integers(0, 9, n))
-        s.free_cpus[:] = rng.integers(0, 97, n)
-        for v in range(n):             # some steps with every node up and with memory: the short filter
-            s.set_up(v, step % 3 == 0 or bool(rng.random() < 0.9))
-        if step % 4:
-            for v in rng.integers(0, n, 150).tolist():
-                if s.free_mem[v] > 0:
-                    s.take(1000 + v, v, 0, 0)
+        scramble(s, rng, step, empty_share=0.6, memory_takes=150)   # some steps all up, all with memory
         assert s.nodes_down == int((~s.up).sum()) and s.mem_short == int((s.free_mem < 1).sum())
         g, c, start = int(rng.integers(1, 9)), int(rng.integers(1, 60)), int(rng.integers(0, n))
         kube.start_index = start
@@ -348,27 +334,14 @@ def test_kube_feasible_nodes_kept_through_an_attempt_are_the_candidates_found_an
     nodes that fit several pods (scores from the table and computed)."""
     import fakes.kube.sim
     from fakes.kube.feasible import FeasibleNodes
-    from fakes.kube.sim import POD_MEMORY_GIB, Scorer, SimKube
+    from fakes.kube.sim import POD_MEMORY_GIB, Scorer
     if not table:
         monkeypatch.setattr(fakes.kube.sim, "SCORE_TABLE_CELLS", 0)
-    sc = from_dict({}).with_overrides(**{"fleet.nodes": 120, "fleet.memory_gib_per_node": 3,
-                                         "schedulers.kube.percentage_of_nodes_to_score": 20})
-    ctx = TargetContext(fleet=sc.fleet(), config=sc.scheduler_config("kube"), control_plane=sc.section("control_plane"),
-                        seed=1)
-    kube = SimKube(ctx)
+    kube = small_kube(memory_gib=3)
     s, n = kube.state, 120
     rng = np.random.default_rng(9)
     for step in range(300):
-        for owner in list(s.holdings):
-            s.give_back(owner)
-        s.free_gpus[:] = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 9, n))
-        s.free_cpus[:] = rng.integers(0, 97, n)
-        for v in range(n):
-            s.set_up(v, step % 3 == 0 or bool(rng.random() < 0.9))
-        if step % 4:
-            for v in rng.integers(0, n, 200).tolist():
-                if s.free_mem[v] > 0:
-                    s.take(1000 + v, v, 0, 0)
+        scramble(s, rng, step, empty_share=0.5, memory_takes=200)
         g, c = int(rng.integers(1, 5)), int(rng.integers(1, 30))
         kube.start_index = int(rng.integers(0, n))
         kube.scorers.clear()
