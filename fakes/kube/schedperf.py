@@ -106,6 +106,7 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
         # how much of the machine others used meanwhile: a saturated benchmark on 2 shared cores
         # loses throughput to any other process, so every run says how contended it was
         out["cpu"] = {"benchmark_s": round(ours, 1), "machine_s": round(busy, 1),
+                      "benchmark_cores": round(ours / wall, 2),
                       "others_cores": round(max(busy - ours, 0.0) / wall, 2)}
         if below:       # the run is complete; only the CI floor in the config failed
             out["below_threshold"] = below.group(0)
@@ -189,6 +190,9 @@ def bench(workload: str, out_dir: Path = OUT, runs: int = 1) -> dict:
         "figure_is": "SchedulingThroughput Average (mean of 1-s samples of pods bound), median over runs",
         "runs": [r["throughput"].get("Average") for r in results],
         "runs_others_cores": [r["cpu"]["others_cores"] for r in results],
+        # cores the benchmark itself used over its whole run (setup included): near 2, the machine
+        # rather than the scheduler may have been its limit
+        "runs_benchmark_cores": [r["cpu"]["benchmark_cores"] for r in results],
         "command": evidence.command_line(), "started": started,
         "load_avg": {**quiet, "after": evidence.load_avg()},
         "binary": f"k8s.io/kubernetes {KUBE_VERSION} test/integration/scheduler_perf/misc (make scheduler-perf)",
