@@ -163,19 +163,36 @@ def cycle_costs(curves: list[dict]) -> dict[str, tuple[float, str]]:
     }
 
 
-def client_pace(curves: list[dict]) -> dict[str, tuple[float, str]]:
-    """The pace of gangstorm's Python client (the kubernetes client on a thread pool, as the real
-    adapter creates pods): 1 / the creates per second it sustained in the bursts, mean over sizes."""
+def client_pace(curves: list[dict], source: str = "results/fidelity-scale/kube/curve-*n.json"
+                ) -> dict[str, tuple[float, str]]:
+    """The pace of gangstorm's client as the real adapter creates pods: 1 / the creates per second
+    it sustained in the bursts, mean over sizes. `curves` are the cost curve's files or its
+    `--burst-only` files (burst-<nodes>n-<client>.json), whichever describe the adapters' create path."""
     rates = sorted((c["nodes"], c["metrics"]["kwok"]["burst"]["created_per_s"]) for c in curves
                    if c["metrics"]["kwok"].get("burst", {}).get("created_per_s"))
     if not rates:
         return {}
     ms = sum(1000.0 / r for _, r in rates) / len(rates)
+    client = curves[0].get("client", "old")
+    path = {"new": "pre-encoded JSON on the client's pool (fakes/kube/poster.py)",
+            "old": "the Python kubernetes client"}.get(client, client)
     return {"client_create_ms": (round(ms, 4), (
-        "gangstorm's Python kubernetes client on this machine: 1 / pods created per second by "
+        f"gangstorm's create path on this machine, {path}: 1 / pods created per second by "
         f"{curves[0]['metrics']['kwok']['burst']['threads']} client threads in the cost curve's create bursts at "
         f"{', '.join(f'{n:,}' for n, _ in rates)} nodes ({', '.join(f'{r:g}/s' for _, r in rates)}; "
-        "fakes/kube/costcurve.py, results/fidelity-scale/kube/curve-*n.json), mean"))}
+        f"fakes/kube/costcurve.py, {source}), mean"))}
+
+
+def pace_files(directory: Path) -> tuple[list[dict], str]:
+    """The bursts of the create path the adapters use (fakes/kube/poster.py): the `--burst-only
+    --client new` files when there are any, else the curve files' bursts (the old client's)."""
+    shown = directory.resolve()
+    shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
+    new = sorted(directory.glob("burst-*n-new.json"))
+    if new:
+        return [json.loads(p.read_text()) for p in new], f"{shown.as_posix()}/burst-*n-new.json"
+    return ([json.loads(p.read_text()) for p in sorted(directory.glob("curve-*n.json"))],
+            f"{shown.as_posix()}/curve-*n.json")
 
 
 def write_profile(path: Path, costs: dict[str, tuple[float, str]], command: str) -> None:
@@ -198,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.write_profile:
         curves = [json.loads(p.read_text()) for p in sorted(args.dir.glob("curve-*n.json"))]
-        costs = {**cycle_costs(curves), **client_pace(curves)}
+        costs = {**cycle_costs(curves), **client_pace(*pace_files(args.dir))}
         write_profile(args.write_profile, costs, "python -m loadgen.calibration.kube_curve "
                       + " ".join(sys.argv[1:] if argv is None else argv))
         for k, (v, _) in costs.items():
