@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fakes.kube import evidence
-from fakes.kube.cluster import ClusterSpec, KubeCluster, ready_nodes
+from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
 from fakes.kube.family.cluster import apiserver_args
 from fakes.kube.metrics import fetch, parse, quantiles, total
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
@@ -97,6 +97,29 @@ def per_session(before: dict, after: dict) -> dict:
     return out
 
 
+def apiserver_requests(text: str) -> dict[str, tuple[float, float]]:
+    """The apiserver's request latency histogram, as (sum s, count) per "VERB resource[/sub]"."""
+    m = parse(text, ("apiserver_request_duration_seconds",))
+    out: dict[str, list[float]] = {}
+    for suffix, i in (("_sum", 0), ("_count", 1)):
+        for labels, value in m.get("apiserver_request_duration_seconds" + suffix, []):
+            key = f"{labels.get('verb', '')} {labels.get('resource', '')}"
+            if labels.get("subresource"):
+                key += "/" + labels["subresource"]
+            out.setdefault(key, [0.0, 0.0])[i] += value
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def requests_during(before: dict, after: dict) -> dict:
+    """Requests the apiserver answered over an interval: count and mean ms per "VERB resource"."""
+    out = {}
+    for k, (s1, c1) in sorted(after.items()):
+        s0, c0 = before.get(k, (0.0, 0.0))
+        if c1 - c0 > 0:
+            out[k] = {"n": int(c1 - c0), "mean_ms": round((s1 - s0) / (c1 - c0) * 1000.0, 3)}
+    return out
+
+
 # --- one size -------------------------------------------------------------------------------------------
 class Probe:
     """A KWOK cluster with Volcano, one Queue, a pod watch over the jobs' namespace, and the phases."""
@@ -107,6 +130,7 @@ class Probe:
         api_client = cluster.api_client(threads * 2)
         self.api = k8s.CoreV1Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
+        self.admin = cluster.api_client(2)
         self.threads = threads
         self.bound: dict[str, float] = {}
         self.appeared: dict[str, float] = {}    # pod name -> when the watch first saw it (the controller made it)
@@ -117,6 +141,9 @@ class Probe:
 
     def scrape(self) -> dict[str, tuple[float, float]]:
         return fetch(self.vc.metrics_url, lambda t: {"s": series(t)}).get("s", {})
+
+    def api_requests(self) -> dict[str, tuple[float, float]]:
+        return apiserver_requests(get_text(self.admin, "/metrics", timeout=30))
 
     def start(self) -> None:
         from kubernetes import client as k8s
@@ -301,7 +328,7 @@ class Probe:
         """The tuning guide's case: `jobs` one-pod vcjobs created at once; pods bound per second from
         the first create to the last bind (no figure if they are not all bound within timeout_s)."""
         names = [f"bench-{i}" for i in range(jobs)]
-        s0 = self.scrape()
+        s0, a0, busy0 = self.scrape(), self.api_requests(), evidence.machine_busy_s()
         t0 = time.monotonic()
         sent = self.create_jobs(names)
         created_s = time.monotonic() - t0
@@ -311,7 +338,8 @@ class Probe:
             return {"jobs": jobs, "created_s": round(created_s, 2), "error": str(e),
                     "bound": self._bound_count("bench-"), "after_s": round(time.monotonic() - t0, 1),
                     "per_session": per_session(s0, self.scrape())}
-        s1 = self.scrape()
+        s1, a1, busy = self.scrape(), self.api_requests(), evidence.machine_busy_s() - busy0
+        wall = time.monotonic() - t0
         with self.lock:
             bound = sorted(t for p, t in self.bound.items() if p.startswith("bench-"))
             appeared = sorted(t for p, t in self.appeared.items() if p.startswith("bench-"))
@@ -323,7 +351,8 @@ class Probe:
                 "last_pod_appeared_s": round(appeared[-1] - first, 2),
                 "offsets_s": [round(t - first, 4) for t in sent],
                 "pods_appeared_s": [round(t - first, 3) for t in appeared],
-                "pods_bound_s": [round(t - first, 3) for t in bound], "per_session": per_session(s0, s1)}
+                "pods_bound_s": [round(t - first, 3) for t in bound], "per_session": per_session(s0, s1),
+                "apiserver_requests": requests_during(a0, a1), "machine_cores": round(busy / wall, 2)}
 
 
 def _bring_up(c: KubeCluster, nodes: int, work: Path) -> tuple[VolcanoControlPlane, dict]:
