@@ -53,13 +53,37 @@ def test_a_slow_session_delays_the_next_one():
 
 
 def test_the_job_controller_creates_pods_through_its_rate_limiter():
-    # controller qps 2, burst 1: the PodGroup takes the only token (0.22), the job status update
-    # waits until 0.72; after Inqueue (1.21) the four pod creates go out at 1.22, 1.72, 2.22 and
-    # 2.72. The session at 2.21 sees two pods, fewer than minAvailable; the one at 3.31 binds.
+    # controller qps 2, burst 1: the job's status update takes the only token (0.22), the PodGroup
+    # create waits until 0.72 (returns 0.74); after Inqueue (1.21) the four pod creates go out at
+    # 1.22, 1.72, 2.22 and 2.72. The session at 2.21 sees two pods, fewer than minAvailable; the
+    # one at 3.31 binds.
     over = {**TIMED, "schedulers.volcano.controller_qps": 2, "schedulers.volcano.controller_burst": 1}
     t, rec, _ = sim("volcano", [job(0, 4, t=0.2)], nodes=4, end=100, overrides=over)
     assert rec.admit[0] == pytest.approx(3.42)
     assert t.session_ms == pytest.approx([110.0, 100.0, 110.0])
+
+
+@pytest.mark.parametrize("workers, free", [(1, [0.11]), (3, [0.05, 0.05, 0.05]), (2, [0.08, 0.05])])
+def test_a_sync_holds_its_controller_worker_until_its_last_call_returns(workers, free):
+    # Three vcjobs return at 0.02. Each job's first sync is its status update (10 ms) and then its
+    # PodGroup create (20 ms), one after the other on the job's worker (id modulo workers): 30 ms
+    # a job, so one worker is free at 0.02 + 3 x 0.03, two at 0.08 (jobs 0 and 2) and 0.05.
+    over = {**TIMED, "schedulers.volcano.controller_workers": workers}
+    t, _, _ = sim("volcano", [job(i, 1, gpus=1) for i in range(3)], nodes=4, end=0.5, overrides=over)
+    assert t.worker_free == pytest.approx(free)
+
+
+def test_one_worker_makes_a_burst_of_jobs_wait_for_each_others_syncs():
+    # 1 s per call: with one worker, job 2's first sync starts when jobs 0 and 1 have had theirs
+    # (2 s each), so its PodGroup exists only at 1 + 3 x 2 = 7 s, and it is enqueued and bound
+    # sessions later than with a worker per job.
+    slow = {**TIMED, "control_plane.write_ms": 1000, "control_plane.create_ms": 1000}
+    admit = {}
+    for workers in (1, 3):
+        over = {**slow, "schedulers.volcano.controller_workers": workers}
+        _, rec, _ = sim("volcano", [job(i, 1, gpus=1) for i in range(3)], nodes=4, end=100, overrides=over)
+        admit[workers] = list(rec.admit)
+    assert admit[3][0] == admit[3][2] and admit[1][2] > admit[1][0] + 3.0
 
 
 def test_closing_a_session_writes_podgroup_statuses_sixteen_at_a_time():

@@ -204,8 +204,8 @@ SCENARIO = {
                 "weights": MapOf(Field(NUM, lo=0), default={}),
                 "capability_gpus": MapOf(Field(int, lo=0), default={}),
             },
-            # real backend only (fakes/volcano/controlplane.py, fakes/volcano/target.py); the sim
-            # models the default of 3 workers through controller_qps/burst
+            # the job controller's workers: the real backend's --worker-threads, the sim's workers
+            # (fakes/volcano/sim.py); unset: Volcano's default of 3
             "controller_workers": Field(int, None, lo=1, hi=256, nullable=True,
                                         source=VC_CTRL + " (--worker-threads 3)"),
             "client_threads": Field(int, 8, lo=1, hi=256),
