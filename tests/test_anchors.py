@@ -2,6 +2,7 @@
 
 The table rows are regression guards: they show the shipped reference profile still reproduces
 its anchors. The throughput definition is checked with exact numbers."""
+import json
 import math
 
 import numpy as np
@@ -61,3 +62,16 @@ def test_sampled_throughput_averages_one_second_samples_as_scheduler_perf_does()
     rec = Recorder([_job(i, 1.0) for i in range(7)])
     rec.admit[:] = [1.5, 1.6, 2.2, 2.4, 2.9, 4.5, 5.5]
     assert sampled_throughput(0)(rec) == pytest.approx((3 + 0.5 + 0.5) / 3)
+
+
+def test_the_volcano_bench_gives_the_twin_the_apiservers_latencies_over_it(tmp_path):
+    from loadgen.calibration.anchors import vc_latencies
+    path = tmp_path / "bench.json"
+    req = {"POST pods": {"n": 100, "mean_ms": 10.0}, "POST podgroups": {"n": 300, "mean_ms": 30.0},
+           "PUT jobs/status": {"n": 200, "mean_ms": 20.0}, "POST pods/binding": {"n": 200, "mean_ms": 40.0},
+           "POST events": {"n": 999, "mean_ms": 99.0}}
+    path.write_text(json.dumps({"metrics": {"bench": {"apiserver_requests": req}}}))
+    assert vc_latencies(str(path))() == {"control_plane.create_ms": 25.0, "control_plane.write_ms": 30.0}
+    path.write_text(json.dumps({"metrics": {"bench": {}}}))       # measured before the record existed
+    assert vc_latencies(str(path))() == {}
+    assert vc_latencies(str(tmp_path / "missing.json"))() == {}

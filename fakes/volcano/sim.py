@@ -9,7 +9,8 @@ The path of a gang:
    worker is its key's hash modulo the workers, here its id), and a sync makes its calls one after
    another and holds its worker until the last returns (pkg/controllers/job: initiateJob, syncJob),
    so a burst of jobs queues at the workers once the calls' latency, not the client's rate, bounds
-   them. Left out: the further status updates as pods start (about 0.6 per job in a 20-job run).
+   them. Once a job's pods are bound, their new status brings it back to its worker for one more
+   status update (in a 20-job run here the controller wrote 2.65 job statuses per job).
 3. A session's enqueue moves the PodGroup to Inqueue if its queue has room (proportion:
    allocated + inqueue + the job's minimum - elastic <= min(capability, cluster)); the status is
    written when the session closes.
@@ -541,6 +542,8 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             return
         if all(self._api_write(t, self.pod_bytes) for _ in nodes):
             self._bind(js, t, len(nodes))
+            # its pods' new status brings the job back to its worker: a sync that writes its status
+            self._worker_sync(t, js, [(self.podgroup_bytes, 0.0, None, 1)])
             return
         # A refused bind (etcd NOSPACE): the tasks are pending again and their nodes free.
         self._count("bind_refused")
