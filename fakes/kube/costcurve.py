@@ -22,6 +22,9 @@ kube-controller-manager, kube-scheduler v1.36.1 at -v=2 and kwok, all on 127.0.0
    the CPU this process spent per create while the creates ran (the creates, its pod watch and
    the activeQ sampler: the generator's side) and the cores the apiserver, etcd and kube-scheduler
    used meanwhile.
+Before the phases, 20 s with nothing to schedule give the stack's own load (`idle_cores`: the
+machine's and each component's: KWOK's node heartbeats and the apiserver and etcd answering them),
+and the light phase records the same (`cores`): the CPU the measured cycles share the cores with.
 
 Pods are created through `--client new` (fakes/kube/poster.py, what the adapters use: encoded
 bodies on kept-alive connections) or `old` (the official Python client, which opened a TLS
@@ -116,6 +119,9 @@ def serial_cycle(m: dict) -> float | None:
     return metrics.serial_cycle_ms(m.get("algorithm"), points)
 
 
+IDLE_S = 20.0       # seconds of the idle reading before the phases
+
+
 # --- one size ---------------------------------------------------------------------------------------
 class Probe:
     """A KWOK cluster of `nodes` nodes, a pod watch, scrapes and the two load phases."""
@@ -172,9 +178,22 @@ class Probe:
             time.sleep(0.2)
         return False
 
+    def cpu(self) -> tuple[float, dict[str, float]]:
+        """(now, CPU seconds so far) of the machine and of each component the cluster runs."""
+        return time.monotonic(), {"machine": evidence.machine_busy_s(),
+                                  **{n: cpu_seconds(p) or 0.0 for n, p in self.cluster.pids().items()}}
+
+    @staticmethod
+    def cores(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> dict[str, float]:
+        """Cores each used between two cpu() readings: the light phase's background (kwok, the
+        apiserver and etcd answering node heartbeats) beside the scheduler it measures."""
+        wall = max(after[0] - before[0], 1e-9)
+        return {n: round((v - before[1].get(n, 0.0)) / wall, 3) for n, v in after[1].items() if n in before[1]}
+
     def light(self, pods: int, rate: float) -> dict:
         names = [f"light-{i}" for i in range(pods)]
         s0, a0 = self.scrape()
+        cpu0 = self.cpu()
         t0 = time.monotonic()
         sent = {}
         for i, name in enumerate(names):
@@ -182,6 +201,7 @@ class Probe:
             sent[name] = self.create(name)
         ok = self.wait_bound(names, 300)
         time.sleep(2.0)                         # the last binding cycles end and are observed
+        cores = self.cores(cpu0, self.cpu())
         s1, a1 = self.scrape()
         sched, api = means_ms(s0, s1), means_ms(a0, a1)
         with self.lock:
@@ -189,7 +209,7 @@ class Probe:
         return {"pods": pods, "rate_per_s": rate, "all_bound": ok, "scheduler_ms": sched,
                 "serial_cycle_ms": serial_cycle(sched),
                 "apiserver_ms": {"bind": api.get("bind"), "create": api.get("create")},
-                "client_create_to_bound_s": metrics.quantiles(lat)}
+                "client_create_to_bound_s": metrics.quantiles(lat), "cores": cores}
 
     def burst(self, pods: int, threads: int) -> dict:
         names = [f"burst-{i}" for i in range(pods)]
@@ -311,6 +331,11 @@ def _measure(spec: ClusterSpec, nodes: int, args: argparse.Namespace) -> dict:
         kw["nodes_ready_s"] = round(time.monotonic() - t0, 1)
         time.sleep(10)                            # taints lifted, node informers settled
         probe.start_watch()
+        # the stack's own load with no pod to schedule (node heartbeats and leases): what every
+        # measured cycle shares the two cores with
+        before = probe.cpu()
+        time.sleep(IDLE_S)
+        kw["idle_cores"] = probe.cores(before, probe.cpu())
         light = 0 if args.burst_only else args.light_pods
         if light:
             kw["light"] = probe.light(light, args.light_rate)
