@@ -11,7 +11,7 @@ own made from the same Python as the project's (the extensions are built for tha
 
 Run the copy as a tree, e.g. `cd OUT && PYTHONPATH=$PWD .../python -m loadgen.cli.main run ...`.
 Its jobs.csv and timeseries.csv are the tree's bytes (tools/sim/samebytes.py compare); its
-summary.json differs only in the schedulers' `topology` (see the first edit).
+summary.json differs only in the schedulers' `topology` (see the first edit) and the wall-clock figures.
 """
 from __future__ import annotations
 
