@@ -2,14 +2,18 @@
 runs at 500-10,000 fakelets with `make fidelity-scale-ray`): groups created one at a time on a few
 hundred fakelets, the GCS's own scheduling latency against the twin on the shipped local profile
 with the fakelet fleet's own answer costs (measured by the curve, results/fidelity-scale/ray).
-The band is wide: on 2 loaded cores the real latency moves by tens of percent run to run.
+The band is wide, [1/3, 3] as the Slurm cost curve's guard: what it guards against is a cost model
+off by a multiple (the twin was 13-21x off at scale before issue 32), and on 2 loaded cores the
+real wall-clock latency moves by tens of percent run to run.
 
 Bounded by counts and causes, not by wall time: a run is one fleet, two bundle counts, GROUPS
 groups each, one in flight; each group's wait ends when the group does or the driver exits
 (fakes/ray/costcurve.py serial_phase; a group that does not end stops the run, and the test
 fails with that cause). A run outside the band gets one more run (at most MAX_RUNS fleets), and
 the p50 over both runs' groups decides: a machine loaded by others (load 5-6, one CPU-heavy test
-suite beside it) put a single run's 16-bundle p50 at 2.37x the twin."""
+suite beside it) put a single run's 16-bundle p50 at 2.37x the twin, and `make test` of a fresh
+clone beside a one-core CPU hog (tools/hog-run.sh) both runs' at 2.30x (1-bundle 1.76x), which the
+old band of [0.5, 2] failed."""
 import numpy as np
 import pytest
 
@@ -20,7 +24,7 @@ from support.paths import ROOT
 from support.ray_fleet import ray_or_fail
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
-BAND = (0.5, 2.0)
+BAND = (1 / 3, 3.0)
 NODES, GROUPS, BUNDLES = 300, 15, (1, 16)
 MAX_RUNS = 2
 
