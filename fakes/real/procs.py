@@ -31,12 +31,25 @@ def free_port() -> int:
     return free_port_block(1)
 
 
+# Ports this process handed out lately: a port is free when it is checked, but its server binds it
+# only a moment later, so two servers of one cluster could be handed the same port (a kube-scheduler
+# once failed "address already in use" as its cluster started).
+_HANDED: dict[int, float] = {}
+HANDED_FOR_S = 600.0
+
+
 def free_port_block(count: int, lo: int = 12000, hi: int = 32000) -> int:
-    """Base of `count` consecutive free ports on 127.0.0.1, below the ephemeral range."""
+    """Base of `count` consecutive free ports on 127.0.0.1, below the ephemeral range, none of
+    them handed out by this process in the last HANDED_FOR_S seconds."""
     rng = random.Random()
+    now = time.monotonic()
+    for port in [p for p, t in _HANDED.items() if now - t > HANDED_FOR_S]:
+        del _HANDED[port]
     for _ in range(200):
         base = rng.randrange(lo, hi - count)
-        if all(_port_free(p) for p in range(base, base + count)):
+        ports = range(base, base + count)
+        if not any(p in _HANDED for p in ports) and all(_port_free(p) for p in ports):
+            _HANDED.update(dict.fromkeys(ports, now))
             return base
     raise RuntimeError(f"no block of {count} free ports on {LOOPBACK} in [{lo}, {hi})")
 
