@@ -1,7 +1,8 @@
-"""The tuning-guide bench's apiserver breakdown (fakes/volcano/costcurve.py): which requests the job
-controller and the scheduler made over the bench, and their mean latency, from the apiserver's own
-request histogram differenced over the interval."""
-from fakes.volcano.costcurve import apiserver_requests, requests_during
+"""The tuning-guide bench's apiserver breakdown (fakes/kube/metrics.py, read by
+fakes/volcano/costcurve.py): which requests the job controller and the scheduler made over the
+bench, and their mean latency, from the apiserver's own request histogram differenced over the
+interval."""
+from fakes.kube.metrics import apiserver_requests, requests_during
 
 H = "apiserver_request_duration_seconds"
 

@@ -196,6 +196,29 @@ def apiserver_figures(text: str) -> dict:
     }
 
 
+def apiserver_requests(text: str) -> dict[str, tuple[float, float]]:
+    """The apiserver's request latency histogram, as (sum s, count) per "VERB resource[/sub]"."""
+    m = parse(text, ("apiserver_request_duration_seconds",))
+    out: dict[str, list[float]] = {}
+    for suffix, i in (("_sum", 0), ("_count", 1)):
+        for labels, value in m.get("apiserver_request_duration_seconds" + suffix, []):
+            key = f"{labels.get('verb', '')} {labels.get('resource', '')}"
+            if labels.get("subresource"):
+                key += "/" + labels["subresource"]
+            out.setdefault(key, [0.0, 0.0])[i] += value
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def requests_during(before: dict, after: dict) -> dict:
+    """Requests the apiserver answered over an interval: count and mean ms per "VERB resource"."""
+    out = {}
+    for k, (s1, c1) in sorted(after.items()):
+        s0, c0 = before.get(k, (0.0, 0.0))
+        if c1 - c0 > 0:
+            out[k] = {"n": int(c1 - c0), "mean_ms": round((s1 - s0) / (c1 - c0) * 1000.0, 3)}
+    return out
+
+
 def etcd_figures(text: str) -> dict:
     m = parse(text, ("etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes",
                      "etcd_server_quota_backend_bytes", "etcd_server_has_leader"))

@@ -51,7 +51,7 @@ from pathlib import Path
 from fakes.kube import evidence
 from fakes.kube.cluster import ClusterSpec, KubeCluster, get_text, ready_nodes
 from fakes.kube.family.cluster import apiserver_args
-from fakes.kube.metrics import fetch, parse, quantiles, total
+from fakes.kube.metrics import apiserver_requests, fetch, parse, quantiles, requests_during, total
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
 from loadgen.model.fleet import Fleet
@@ -94,29 +94,6 @@ def per_session(before: dict, after: dict) -> dict:
         if c1 - c0 > 0:
             out[k + "_ms"] = round((s1 - s0) / (c1 - c0), 4)
             out[k + "_n"] = int(c1 - c0)
-    return out
-
-
-def apiserver_requests(text: str) -> dict[str, tuple[float, float]]:
-    """The apiserver's request latency histogram, as (sum s, count) per "VERB resource[/sub]"."""
-    m = parse(text, ("apiserver_request_duration_seconds",))
-    out: dict[str, list[float]] = {}
-    for suffix, i in (("_sum", 0), ("_count", 1)):
-        for labels, value in m.get("apiserver_request_duration_seconds" + suffix, []):
-            key = f"{labels.get('verb', '')} {labels.get('resource', '')}"
-            if labels.get("subresource"):
-                key += "/" + labels["subresource"]
-            out.setdefault(key, [0.0, 0.0])[i] += value
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def requests_during(before: dict, after: dict) -> dict:
-    """Requests the apiserver answered over an interval: count and mean ms per "VERB resource"."""
-    out = {}
-    for k, (s1, c1) in sorted(after.items()):
-        s0, c0 = before.get(k, (0.0, 0.0))
-        if c1 - c0 > 0:
-            out[k] = {"n": int(c1 - c0), "mean_ms": round((s1 - s0) / (c1 - c0) * 1000.0, 3)}
     return out
 
 
