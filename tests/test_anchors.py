@@ -75,3 +75,27 @@ def test_the_volcano_bench_gives_the_twin_the_apiservers_latencies_over_it(tmp_p
     path.write_text(json.dumps({"metrics": {"bench": {}}}))       # measured before the record existed
     assert vc_latencies(str(path))() == {}
     assert vc_latencies(str(tmp_path / "missing.json"))() == {}
+
+
+def test_the_volcano_bench_row_explains_itself_with_the_pace_inside_long_sessions():
+    from loadgen.calibration.anchors import vc_bind_pace
+    bound = [10.0 + 0.03 * i for i in range(101)] + [20.0]           # a session of 101 binds, 30 ms apart
+    data = {"metrics": {"bench": {"pods_bound_s": bound, "machine_cores": 1.98}}}
+    rec = Recorder([_job(i, 0.0) for i in range(101)])
+    rec.admit[:] = [5.0 + 0.02 * i for i in range(101)]              # the twin: 20 ms apart
+    line = vc_bind_pace(data, rec, None)
+    assert "every 30.0 ms here, every 20.0 ms in the twin" in line and "1.98 cores" in line
+    rec.admit[:] = [5.0 * i for i in range(101)]                     # no long session: nothing to compare
+    assert vc_bind_pace(data, rec, None) == ""
+
+
+def test_a_scheduler_perf_row_quotes_its_own_cycle_histogram_beside_the_twins_cycle():
+    from loadgen.calibration.anchors import perf_cycle
+
+    class Twin:
+        def control_plane(self):
+            return {"scheduling_cycle_ms_mean": 1.4607}
+    h = {"Average": 2.5472, "Perc50": 1.4618, "Perc90": 6.6667, "Perc99": 15.8933}
+    line = perf_cycle({"histograms_ms": {"scheduling_algorithm_duration": h}}, None, Twin())
+    assert line.startswith("scheduling_algorithm_duration here: mean 2.55 ms, p50 1.46, p90 6.67, p99 15.89")
+    assert line.endswith("the twin's serial cycle 1.46 ms (KWOK stack, light load)")

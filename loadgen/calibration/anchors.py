@@ -25,6 +25,7 @@ import numpy as np
 from loadgen.drive.runner import run_virtual
 from loadgen.input.profile import Profile
 from loadgen.input.scenario import Scenario, from_dict
+from loadgen.measure.bursts import bursts, stream_ms_per_pod
 from loadgen.measure.recorder import Recorder
 from loadgen.model.job import Job
 from loadgen.model.registry import target_class
@@ -97,6 +98,9 @@ class Anchor:
     # measured here: what the machine's load set during the run (the apiserver's latencies), read
     # from the result file, as the held-out cases re-measure them; the scheduler's costs stay
     remeasured: Callable[[], dict] | None = None
+    # measured here: one line of what the run and the twin measured beside the figure (its result
+    # file's data, the twin's recorder and target), where a ratio alone does not say why
+    explain: Callable[[dict, Recorder, Any], str] | None = None
 
 
 def figure(anchor: Anchor) -> tuple[float | None, str]:
@@ -225,6 +229,18 @@ def vc_latencies(measured_file: str) -> Callable[[], dict]:
     return over
 
 
+def vc_bind_pace(data: dict, rec: Recorder, target) -> str:
+    """The bench's pace inside its long sessions against the twin's (loadgen/measure/bursts.py)."""
+    bench = data["metrics"]["bench"]
+    real = stream_ms_per_pod(bursts(bench["pods_bound_s"]))
+    sim = stream_ms_per_pod(bursts(rec.admit[~np.isnan(rec.admit)].tolist()))
+    if real is None or sim is None:
+        return ""
+    return (f"inside the sessions that bound 100 pods or more a pod was bound every {real:.1f} ms here, every "
+            f"{sim:.1f} ms in the twin (its walk costs fitted on the cost curve's light phase); the machine "
+            f"used {bench.get('machine_cores')} cores over the run")
+
+
 SLURM_BURST = ("fakes/slurm/burst.py on this machine (Slurm 22.05.8, 2 shared cores): 1,000 one-GPU jobs "
                "submitted as fast as 4 sbatch workers allow onto an idle fleet, Slurm's scheduler defaults")
 
@@ -236,6 +252,14 @@ def _slurm_burst(what: str, nodes: int, role: str) -> Anchor:
                   {"fleet.nodes": nodes}, _replayed(path, dur), throughput(0, of=of), end_s=900.0,
                   profile="local", measured_file=path,
                   notes=f"{what}ed jobs per second; the twin is offered the benchmark's own submission times")
+
+
+def perf_cycle(data: dict, rec: Recorder, target) -> str:
+    """The benchmark's own scheduling_algorithm_duration beside the twin's serial cycle."""
+    h = data["histograms_ms"]["scheduling_algorithm_duration"]
+    return (f"scheduling_algorithm_duration here: mean {h['Average']:.2f} ms, p50 {h['Perc50']:.2f}, p90 "
+            f"{h['Perc90']:.2f}, p99 {h['Perc99']:.2f}; the twin's serial cycle "
+            f"{target.control_plane()['scheduling_cycle_ms_mean']:.2f} ms (KWOK stack, light load)")
 
 
 # scheduler_perf's client (scheduler_perf/util.go): QPS and burst 5000, and the pods created by the
@@ -252,7 +276,7 @@ def _perf_here(workload: str, nodes: int, init: int, measured: int, role: str) -
     return Anchor("kube", f"kube-perf-{workload}", None, "pods/s", K8S_PERF_HERE, role,
                   {**PERF_CLIENT, "fleet.nodes": nodes, "fleet.gpus_per_node": gpus},
                   _burst(init, measured), sampled_throughput(init), profile="local",
-                  measured_file=f"results/fidelity-scale/kube/bench-{workload}.json")
+                  measured_file=f"results/fidelity-scale/kube/bench-{workload}.json", explain=perf_cycle)
 
 
 def _ray(bundles: int) -> Callable[[], list[Job]]:
@@ -324,7 +348,7 @@ ANCHORS: list[Anchor] = [
     Anchor("volcano", f"volcano-{VC_BENCH_JOBS // 1000}k-jobs-1-pod-here", None, "pods/s", VC_HERE, "held_out",
            VC_CURVE_CLIENT, _replayed(VC_BENCH, 1e6, fallback_rate=100.0, fallback_n=VC_BENCH_JOBS), throughput(0),
            profile="local",
-           measured_file=VC_BENCH, remeasured=vc_latencies(VC_BENCH),
+           measured_file=VC_BENCH, remeasured=vc_latencies(VC_BENCH), explain=vc_bind_pace,
            notes="pods bound per second from the first vcjob create to the last bind; the twin is offered the "
                  "benchmark's own create times and the apiserver's latencies over it"),
 ]
@@ -335,6 +359,17 @@ def scenario_for(anchor: Anchor, profile: Profile) -> Scenario:
             **(anchor.remeasured() if anchor.remeasured else {}),
             f"schedulers.{anchor.scheduler}.observe_ms": 0.0}
     return from_dict({}, f"<anchor {anchor.name}>", profile, overrides=over)
+
+
+def explanation(anchor: Anchor, rec: Recorder, target) -> str:
+    """The anchor's explain line, or "" without one (or before its benchmark has run)."""
+    if anchor.explain is None or not anchor.measured_file:
+        return ""
+    try:
+        data = json.loads((ROOT / anchor.measured_file).read_text())
+        return anchor.explain(data, rec, target)
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def simulate(anchor: Anchor, profile: Profile):
@@ -361,14 +396,17 @@ def table(profile: Profile, anchors: list[Anchor] | None = None) -> list[dict]:
     rows = []
     for a in anchors if anchors is not None else anchors_for(profile.name):
         value, origin = figure(a)
-        sim = reproduce(a, profile)
+        rec, target = simulate(a, profile)
+        sim = a.measured(rec)
+        why = explanation(a, rec, target)
         ok = value is not None and sim and sim == sim
         rows.append({"scheduler": a.scheduler, "anchor": a.name, "role": a.role, "unit": a.unit,
                      "figure": value, "origin": origin, "sim": round(sim, 2),
                      "ratio": round(value / sim, 3) if ok else None, "source": a.source,
                      **({"meets_floor": bool(ok and sim >= value)} if a.role == "floor" else {}),
                      **({"published": a.published} if origin == "published" else {}),
-                     **({"notes": a.notes} if a.notes else {})})
+                     **({"notes": a.notes} if a.notes else {}),
+                     **({"explain": why} if why else {})})
     return rows
 
 

@@ -106,6 +106,8 @@ def anchors(args) -> int:
     for r in rows:
         fig, sim = fixed(r["figure"], 1, grouping=False), fixed(r["sim"], 1, grouping=False)
         print(f"{r['anchor']:<40} {r['role']:<9} {fig:>10} {sim:>10}  {fixed(r['ratio'], 2):>6}  {r['unit']}")
+        if r.get("explain"):
+            print(f"  {'':<38} {r['explain']}")
     print("\nratio = figure / simulated; origins: " + "; ".join(sorted({r["origin"] for r in rows}))
           + "; sources: " + "; ".join(sorted({r["source"] for r in rows})))
     return 0
