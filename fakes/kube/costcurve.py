@@ -187,8 +187,7 @@ class Probe:
     def cores(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> dict[str, float]:
         """Cores each used between two cpu() readings: the light phase's background (kwok, the
         apiserver and etcd answering node heartbeats) beside the scheduler it measures."""
-        wall = max(after[0] - before[0], 1e-9)
-        return {n: round((v - before[1].get(n, 0.0)) / wall, 3) for n, v in after[1].items() if n in before[1]}
+        return evidence.cores_between(before, after)
 
     def light(self, pods: int, rate: float) -> dict:
         names = [f"light-{i}" for i in range(pods)]

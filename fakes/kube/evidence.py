@@ -67,3 +67,10 @@ def write(path: Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
+
+
+def cores_between(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> dict[str, float]:
+    """Cores each process used between two readings of (monotonic time, {name: CPU seconds so far}):
+    what shared the machine with the component a phase measures."""
+    wall = max(after[0] - before[0], 1e-9)
+    return {n: round((v - before[1][n]) / wall, 3) for n, v in after[1].items() if n in before[1]}

@@ -55,7 +55,6 @@ from fakes.kube.metrics import apiserver_requests, fetch, parse, quantiles, requ
 from fakes.kube.pods import GPU, PodView, PodWatch, pod_spec
 from fakes.real.procfs import cpu_seconds
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
-from loadgen.measure.bursts import bursts, stream_ms_per_pod
 from loadgen.model.fleet import Fleet
 
 OUT = Path(__file__).resolve().parents[2] / "results" / "fidelity-scale" / "volcano"
@@ -336,9 +335,8 @@ class Probe:
                 "pods_bound_s": [round(t - first, 3) for t in bound], "per_session": per_session(s0, s1),
                 "apiserver_requests": requests_during(a0, a1), "machine_cores": round(busy / wall, 2),
                 # what shared the 2 cores with the scheduler's walks, while the vcjobs were created and after
-                "cores_while_creating": cores_between(c0, c1), "cores_after_creating": cores_between(c1, c2),
-                "bind_bursts": [{k: round(v, 3) for k, v in b.items()} for b in bursts([t - first for t in bound])],
-                "bind_stream_ms_per_pod": _round(stream_ms_per_pod(bursts(bound)), 2)}
+                "cores_while_creating": evidence.cores_between(c0, c1),
+                "cores_after_creating": evidence.cores_between(c1, c2)}
 
     def cpu(self) -> tuple[float, dict[str, float]]:
         """(now, CPU seconds so far) of each process the cluster runs and of this generator."""
@@ -346,14 +344,6 @@ class Probe:
                                   **{n: cpu_seconds(p) or 0.0 for n, p in self.cluster.pids().items()}}
 
 
-def cores_between(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> dict[str, float]:
-    """Cores each process used between two Probe.cpu() readings."""
-    wall = max(after[0] - before[0], 1e-9)
-    return {n: round((v - before[1][n]) / wall, 3) for n, v in after[1].items() if n in before[1]}
-
-
-def _round(x: float | None, nd: int) -> float | None:
-    return None if x is None else round(x, nd)
 
 
 def _bring_up(c: KubeCluster, nodes: int, work: Path) -> tuple[VolcanoControlPlane, dict]:

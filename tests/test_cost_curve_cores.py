@@ -1,6 +1,7 @@
-"""The tuning-guide bench's CPU split (fakes/volcano/costcurve.py cores_between): the cores each
-process used between two readings, so a run shows what shared the machine with vc-scheduler."""
-from fakes.volcano.costcurve import cores_between
+"""The cost curves' CPU split (fakes/kube/evidence.py cores_between, read by the kube and Volcano
+cost curves): the cores each process used between two readings, so a run shows what shared the
+machine with the scheduler it measures."""
+from fakes.kube.evidence import cores_between
 
 
 def test_cores_are_cpu_seconds_over_the_wall_time_between_readings():
