@@ -97,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1, help="real runs (kept in --out/real/runN, reused)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    doc = run(args)
+    try:
+        doc = run(args)
+    except KeyboardInterrupt:         # a real run keeps its partial folder, marked partial
+        print("heldout_at_scale: interrupted; a real run cut short is kept in its folder, marked partial, "
+              "and redone by the next call", file=sys.stderr)
+        return 130
     for label, r in (("re-measured", doc["row"]), ("shipped", doc["row_shipped_profile"])):
         print(f"{r['case']} ({label} profile): real/sim p50 {r['p50_ratio']} p99 {r['p99_ratio']} p99.9 "
               f"{r['p999_ratio']} util {r['util_diff_pp']} pp; within goal: {r['within_goal']}")

@@ -97,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("results/fidelity-scale") / args.scheduler
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m loadgen.calibration.scale_check " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    doc = check(args.scheduler, args.scenario, args.nodes, args.duration_h, args.time_scale, args.profile,
-                args.repeats, out, command)
+    try:
+        doc = check(args.scheduler, args.scenario, args.nodes, args.duration_h, args.time_scale, args.profile,
+                    args.repeats, out, command)
+    except KeyboardInterrupt:         # a real run keeps its partial folder, marked partial
+        print("scale_check: interrupted; a real run cut short is kept in its folder, marked partial, "
+              "and redone by the next call", file=sys.stderr)
+        return 130
     print(table(args.scheduler, [doc["row"]]))
     return 0
 
