@@ -183,12 +183,6 @@ class Probe:
         return time.monotonic(), {"machine": evidence.machine_busy_s(),
                                   **{n: cpu_seconds(p) or 0.0 for n, p in self.cluster.pids().items()}}
 
-    @staticmethod
-    def cores(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> dict[str, float]:
-        """Cores each used between two cpu() readings: the light phase's background (kwok, the
-        apiserver and etcd answering node heartbeats) beside the scheduler it measures."""
-        return evidence.cores_between(before, after)
-
     def light(self, pods: int, rate: float) -> dict:
         names = [f"light-{i}" for i in range(pods)]
         s0, a0 = self.scrape()
@@ -200,7 +194,7 @@ class Probe:
             sent[name] = self.create(name)
         ok = self.wait_bound(names, 300)
         time.sleep(2.0)                         # the last binding cycles end and are observed
-        cores = self.cores(cpu0, self.cpu())
+        cores = evidence.cores_between(cpu0, self.cpu())
         s1, a1 = self.scrape()
         sched, api = means_ms(s0, s1), means_ms(a0, a1)
         with self.lock:
@@ -334,7 +328,7 @@ def _measure(spec: ClusterSpec, nodes: int, args: argparse.Namespace) -> dict:
         # measured cycle shares the two cores with
         before = probe.cpu()
         time.sleep(IDLE_S)
-        kw["idle_cores"] = probe.cores(before, probe.cpu())
+        kw["idle_cores"] = evidence.cores_between(before, probe.cpu())
         light = 0 if args.burst_only else args.light_pods
         if light:
             kw["light"] = probe.light(light, args.light_rate)

@@ -344,8 +344,6 @@ class Probe:
                                   **{n: cpu_seconds(p) or 0.0 for n, p in self.cluster.pids().items()}}
 
 
-
-
 def _bring_up(c: KubeCluster, nodes: int, work: Path) -> tuple[VolcanoControlPlane, dict]:
     """Start the cluster, register the fleet, wait until Ready, start Volcano."""
     from kubernetes import client as k8s
