@@ -11,6 +11,7 @@ GPU-hours, which the gang schedulers exist to keep at zero.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from statistics import mean
 
@@ -44,6 +45,8 @@ def real_runs(scenario: Scenario, name: str, out: Path, time_scale: float, runs:
                 continue
         if not start:
             continue
+        if path.parent.exists():        # a run to do again (reuse=False) or one that never finished
+            shutil.rmtree(path.parent)
         with CpuWait() as wait:
             summary = real_run(scenario, name, path.parent, time_scale)
         res = summary["schedulers"][name]
