@@ -10,6 +10,8 @@ Measured, for the twins (fakes/kubegang/sim.py), means over the runs:
   scheduler's client rate limiter, which the loop's event writes saturate.
 - gang_objects_ms: the apiserver's POST latency for the objects the client creates before a job's
   pods (apiserver_request_duration_seconds: podgroups; kube-gang also workloads), summed.
+- client_create_ms: the gap between a gang's pod creates returning, as the real adapter's client
+  records it (control_plane.client_pace_ms), when every fitting run has it.
 
 Fitted, as for every other scheduler (loadgen/calibration/fit.py, the same search and loss as
 `gangstorm calibrate`), with the measured costs in place: observe_ms and release_ms, to the real runs'
@@ -87,7 +89,7 @@ def costs(name: str, runs: list[dict]) -> dict[str, tuple[float, str]]:
     missing = [k for k, v in per.items() if v is None]
     if bind is None or missing:
         raise SystemExit(f"{name}: the fitting runs lack {'Bind' if bind is None else ', '.join(missing)}")
-    return {
+    found = {
         "bind_ms": (bind, "scheduler_framework_extension_point_duration_seconds{Bind} sum / count, mean over the "
                           f"runs (per run: {', '.join(str(f['bind_ms']) for f in figs)} ms), which includes the wait "
                           "in the scheduler's client rate limiter (qps 50; rest_client_rate_limiter_duration_seconds "
@@ -97,6 +99,12 @@ def costs(name: str, runs: list[dict]) -> dict[str, tuple[float, str]]:
                             + " + ".join(f"{k.split('_', 1)[1]}s {v} ms" for k, v in per.items())
                             + ", mean over the runs: the client creates them before the job's pods; " + where),
     }
+    paces = [r.get("control_plane", {}).get("client_pace_ms") for r in runs]
+    if paces and all(p is not None for p in paces):     # runs before the adapter recorded it keep the profile's
+        found["client_create_ms"] = (_avg(paces), "the real adapter's client: median gap between a gang's pod "
+                                     f"creates returning, mean over the runs (per run: {', '.join(map(str, paces))} "
+                                     "ms); " + where)
+    return found
 
 
 FIT_SCENARIO = "tools/gangs/fit.yaml"
@@ -135,7 +143,7 @@ def write_profile(path: Path, found: dict[str, dict[str, tuple[float, str]]], fi
             prof.params[name][key] = Param(v, "ms", "fitted",
                                            f"fitted to admission p50/p99 and alloc util of the real runs of "
                                            f"{FIT_SCENARIO} (results/fidelity/{name}/fit), with the measured "
-                                           "bind_ms and gang_objects_ms in place", command)
+                                           f"{', '.join(found.get(name, {})) or 'costs'} in place", command)
     path.write_text(dump(prof))
 
 

@@ -40,10 +40,11 @@ def run(args: argparse.Namespace) -> dict:
     started = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     sc = load_with_overrides(args.scenario, profile=args.profile, nodes=args.nodes, churn=args.churn,
                              duration_h=args.duration_h, seed=args.seed)
-    reals = []
+    reals, ran = [], False
     for k in range(1, args.runs + 1):
         summary = out / "real" / f"run{k}" / "summary.json"
         if not (summary.exists() and json.loads(summary.read_text()).get("complete")):
+            ran = True
             if summary.parent.exists():
                 shutil.rmtree(summary.parent)
             real_run(sc, args.scheduler, summary.parent, args.time_scale)
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> dict:
     doc = {"scheduler": args.scheduler, "nodes": args.nodes, "case": label, "role": "held_out",
            "command": "python -m loadgen.calibration.heldout_at_scale "
            + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-           "started": started, "load_avg": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+           **_when(out / "heldout.json", ran, started, load_before),
            "profile": args.profile, "time_scale": args.time_scale,
            "remeasured": {f"{s}.{k}": here.params[s][k].value for (s, k) in measure.extract(
                args.scheduler, [(Case(args.scenario, args.nodes, "held_out"), r) for r in reals])},
@@ -82,6 +83,19 @@ def run(args: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "heldout.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return doc
+
+
+def _when(previous: Path, ran: bool, started: str, load_before: list[float]) -> dict:
+    """When the real runs ran and the load around them. A call that reran no real run (a new profile
+    judged against the stored runs) keeps what the call that ran them recorded, and says when it
+    evaluated them."""
+    now = {"started": started, "load_avg": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}}
+    if ran or not previous.exists():
+        return now
+    old = json.loads(previous.read_text())
+    if "started" not in old or "load_avg" not in old:
+        return now
+    return {"started": old["started"], "load_avg": old["load_avg"], "evaluated": started}
 
 
 def main(argv: list[str] | None = None) -> int:
