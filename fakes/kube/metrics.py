@@ -92,6 +92,13 @@ def _mean_ms(m, name: str, **match) -> float | None:
     return round(total(m.get(name + "_sum", []), **match) / count * 1000.0, 4) if count else None
 
 
+def _quantile_ms(m, q: float, name: str, **match) -> float | None:
+    """A histogram's q-quantile in milliseconds (Prometheus' interpolation within a bucket), labels
+    filtered by `match`; None without observations."""
+    v = histogram_quantile(q, _buckets(m.get(name + "_bucket", []), **match))
+    return round(v * 1000.0, 4) if v is not None else None
+
+
 # extension points of the serial scheduling cycle and of the asynchronous binding cycle
 CYCLE_POINTS = ("PreFilter", "Filter", "PostFilter", "PreScore", "Score", "Reserve", "Permit")
 BINDING_POINTS = ("PreBind", "Bind", "PostBind")
@@ -184,6 +191,10 @@ def apiserver_figures(text: str) -> dict:
     return {
         "request_ms_mean": {k: _mean_ms(m, "apiserver_request_duration_seconds", verb=v, resource=r, subresource=sub)
                             for k, (v, r, sub) in REQUESTS.items()},
+        # the spread of each request's latency (the twin's are constants; issue 32's held-out p99s)
+        **{f"request_ms_{name}": {k: _quantile_ms(m, q, "apiserver_request_duration_seconds", verb=v, resource=r,
+                                                  subresource=sub) for k, (v, r, sub) in REQUESTS.items()}
+           for name, q in (("p50", 0.5), ("p99", 0.99))},
         "inflight": {labels.get("request_kind", "?"): v
                      for labels, v in m.get("apiserver_current_inflight_requests", [])},
         "requests_total": int(total(reqs)),

@@ -1,0 +1,34 @@
+"""The kube real backends record the spread of the apiserver's request latency, not only its mean:
+p50 and p99 per request kind from apiserver_request_duration_seconds' buckets, interpolated as
+Prometheus' histogram_quantile does (exact numbers on constructed metrics text)."""
+from fakes.kube.metrics import apiserver_figures
+
+
+def _histogram(verb, resource, subresource, buckets, total_s):
+    labels = f'verb="{verb}",resource="{resource}",subresource="{subresource}",scope="resource"'
+    lines = [f'apiserver_request_duration_seconds_bucket{{{labels},le="{le}"}} {c}' for le, c in buckets]
+    count = buckets[-1][1]
+    lines += [f"apiserver_request_duration_seconds_sum{{{labels}}} {total_s}",
+              f"apiserver_request_duration_seconds_count{{{labels}}} {count}"]
+    return lines
+
+
+TEXT = "\n".join(
+    _histogram("POST", "pods", "", [("0.005", 10), ("0.01", 60), ("0.025", 95), ("0.05", 99), ("0.1", 100),
+                                    ("+Inf", 100)], 0.8)
+    + _histogram("POST", "pods", "binding", [("0.005", 50), ("0.01", 100), ("+Inf", 100)], 0.5)) + "\n"
+
+
+def test_p50_and_p99_per_request_kind():
+    f = apiserver_figures(TEXT)
+    assert f["request_ms_mean"]["create_pod"] == 8.0
+    assert f["request_ms_p50"]["create_pod"] == 9.0          # 5 + 5 x (50 - 10) / (60 - 10) ms
+    assert f["request_ms_p99"]["create_pod"] == 50.0         # 25 + 25 x (99 - 95) / (99 - 95) ms
+    assert f["request_ms_mean"]["bind_pod"] == 5.0
+    assert f["request_ms_p50"]["bind_pod"] == 5.0
+    assert f["request_ms_p99"]["bind_pod"] == 9.9            # 5 + 5 x (99 - 50) / (100 - 50) ms
+
+
+def test_a_request_kind_never_seen_has_no_quantile():
+    f = apiserver_figures(TEXT)
+    assert f["request_ms_p50"]["create_podgroup"] is None and f["request_ms_p99"]["create_podgroup"] is None
