@@ -28,7 +28,7 @@ def real_stats(results: list[dict]) -> dict:
     return out
 
 
-def _ratio(real: float | None, sim: float | None) -> float | None:
+def ratio(real: float | None, sim: float | None) -> float | None:
     if real is None or sim is None:
         return None
     return round(max(real, 1e-3) / max(sim, 1e-3), 3)
@@ -37,8 +37,8 @@ def _ratio(real: float | None, sim: float | None) -> float | None:
 def row(label: str, role: str, real: dict, sim: dict) -> dict:
     a = sim["admission_s"]
     out = {"case": label, "role": role, "runs": real["runs"], "n": real["n"],
-           "p50_ratio": _ratio(real["p50"], a["p50"]), "p99_ratio": _ratio(real["p99"], a["p99"]),
-           "p999_ratio": _ratio(real["p999"], a["p999"]) if real["n"] >= P999_MIN_N else None,
+           "p50_ratio": ratio(real["p50"], a["p50"]), "p99_ratio": ratio(real["p99"], a["p99"]),
+           "p999_ratio": ratio(real["p999"], a["p999"]) if real["n"] >= P999_MIN_N else None,
            "util_diff_pp": round((real["alloc_util"] - sim["alloc_util"]) * 100, 2),
            "real": {k: real[k] for k in ("p50", "p99", "p999", "alloc_util")},
            "real_spread": {k: real[f"{k}_spread"] for k in ("p50", "p99", "p999", "alloc_util")},

@@ -10,10 +10,11 @@ Usage: PYTHONPATH=. python tools/gangs/fidelity.py [--schedulers kube-gang,cosch
        (each real run under `flock /work/cpu.lock` on a shared machine: `make fidelity-gangs`)
 
 Writes <out>/<scheduler>/<case>/runN/summary.json (the real runs, reused unless --rerun) and
-<out>/<scheduler>/fidelity.json (the rows) and fidelity.md (the table). --write-profile puts each
-scheduler's rows and held-out summary into that profile's validation block, as `gangstorm calibrate`
-does for the other schedulers, so every simulated result quotes them (calibrated, and whether the
-held-out case is within the goal band or OUTSIDE it).
+<out>/<scheduler>/fidelity.json (the rows) and fidelity.md (the tables: the goal band, partial
+gangs, per job class). --write-profile puts each scheduler's rows and held-out summary into that
+profile's validation block, as `gangstorm calibrate` does for the other schedulers, so every
+simulated result quotes them (calibrated, and whether the held-out case is within the goal band or
+OUTSIDE it).
 """
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ def gang_table(name: str, rows: list[dict]) -> str:
         lines.append(f"| {r['case']} | {pg['real']:.5f} ({pg['real_spread'][0]:.5f}-{pg['real_spread'][1]:.5f}) "
                      f"| {pg['sim']:.5f} | {', '.join(map(str, pe['real']))} / {pe['sim']} "
                      f"| {', '.join(f'{w:.2f}' for w in r['cpu_wait_share'] if w is not None)} |")
+    return "\n".join(lines)
+
+
+def class_table(name: str, rows: list[dict]) -> str:
+    """Admission per job class, real against the twin: where one-pod jobs and gangs mix, the overall
+    median can fall between them and move severalfold with a few ranks."""
+    lines = [f"| {name} case | class | jobs | real p50 s | sim p50 | ratio | real p99 s | sim p99 | ratio |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def f(v):
+        return "n/a" if v is None else f"{v:.3g}"
+    for r in rows:
+        for cls, c in r.get("by_class", {}).items():
+            lines.append(f"| {r['case']} | {cls} | {c['jobs']} | {f(c['real_p50'])} | {f(c['sim_p50'])} | "
+                         f"{f(c['p50_ratio'])} | {f(c['real_p99'])} | {f(c['sim_p99'])} | {f(c['p99_ratio'])} |")
     return "\n".join(lines)
 
 
@@ -70,7 +86,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         doc = {"scheduler": name, "profile": profile.name, "time_scale": args.time_scale, "rows": rows}
         (out / "fidelity.json").write_text(json.dumps(doc, indent=1) + "\n")
-        text = table(name, rows) + "\n\n" + gang_table(name, rows)
+        text = table(name, rows) + "\n\n" + gang_table(name, rows) + "\n\n" + class_table(name, rows)
         (out / "fidelity.md").write_text(text + "\n")
         print(text)
         if any(r["role"] == "held_out" for r in rows):
