@@ -182,6 +182,14 @@ REQUESTS = {"create_pod": ("POST", "pods", ""), "bind_pod": ("POST", "pods", "bi
             "create_workload": ("POST", "workloads", ""), "patch_podgroup_status": ("PATCH", "podgroups", "status")}
 
 
+LATENCY = "apiserver_request_duration_seconds"
+
+
+def _per_request(figure: Callable[..., float | None]) -> dict[str, float | None]:
+    """figure(verb=, resource=, subresource=) for each request kind of REQUESTS."""
+    return {k: figure(verb=v, resource=r, subresource=sub) for k, (v, r, sub) in REQUESTS.items()}
+
+
 def apiserver_figures(text: str) -> dict:
     m = parse(text, ("apiserver_current_inflight_requests", "apiserver_request_total",
                      "apiserver_storage_objects", "apiserver_resource_objects", "apiserver_request_duration_seconds",
@@ -189,12 +197,10 @@ def apiserver_figures(text: str) -> dict:
     reqs = m.get("apiserver_request_total", [])
     objects = m.get("apiserver_resource_objects") or m.get("apiserver_storage_objects", [])
     return {
-        "request_ms_mean": {k: _mean_ms(m, "apiserver_request_duration_seconds", verb=v, resource=r, subresource=sub)
-                            for k, (v, r, sub) in REQUESTS.items()},
+        "request_ms_mean": _per_request(lambda **match: _mean_ms(m, LATENCY, **match)),
         # the spread of each request's latency (the twin's are constants; issue 32's held-out p99s)
-        **{f"request_ms_{name}": {k: _quantile_ms(m, q, "apiserver_request_duration_seconds", verb=v, resource=r,
-                                                  subresource=sub) for k, (v, r, sub) in REQUESTS.items()}
-           for name, q in (("p50", 0.5), ("p99", 0.99))},
+        "request_ms_p50": _per_request(lambda **match: _quantile_ms(m, 0.5, LATENCY, **match)),
+        "request_ms_p99": _per_request(lambda **match: _quantile_ms(m, 0.99, LATENCY, **match)),
         "inflight": {labels.get("request_kind", "?"): v
                      for labels, v in m.get("apiserver_current_inflight_requests", [])},
         "requests_total": int(total(reqs)),

@@ -143,7 +143,7 @@ def write_profile(path: Path, found: dict[str, dict[str, tuple[float, str]]], fi
             prof.params[name][key] = Param(v, "ms", "fitted",
                                            f"fitted to admission p50/p99 and alloc util of the real runs of "
                                            f"{FIT_SCENARIO} (results/fidelity/{name}/fit), with the measured "
-                                           f"{', '.join(found.get(name, {})) or 'costs'} in place", command)
+                                           f"{', '.join(found[name])} in place", command)
     path.write_text(dump(prof))
 
 
