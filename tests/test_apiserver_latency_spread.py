@@ -2,21 +2,9 @@
 p50 and p99 per request kind from apiserver_request_duration_seconds' buckets, interpolated as
 Prometheus' histogram_quantile does (exact numbers on constructed metrics text)."""
 from fakes.kube.metrics import apiserver_figures
+from support.apiserver_text import apiserver_text
 
-
-def _histogram(verb, resource, subresource, buckets, total_s):
-    labels = f'verb="{verb}",resource="{resource}",subresource="{subresource}",scope="resource"'
-    lines = [f'apiserver_request_duration_seconds_bucket{{{labels},le="{le}"}} {c}' for le, c in buckets]
-    count = buckets[-1][1]
-    lines += [f"apiserver_request_duration_seconds_sum{{{labels}}} {total_s}",
-              f"apiserver_request_duration_seconds_count{{{labels}}} {count}"]
-    return lines
-
-
-TEXT = "\n".join(
-    _histogram("POST", "pods", "", [("0.005", 10), ("0.01", 60), ("0.025", 95), ("0.05", 99), ("0.1", 100),
-                                    ("+Inf", 100)], 0.8)
-    + _histogram("POST", "pods", "binding", [("0.005", 50), ("0.01", 100), ("+Inf", 100)], 0.5)) + "\n"
+TEXT = apiserver_text()
 
 
 def test_p50_and_p99_per_request_kind():

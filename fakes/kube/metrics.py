@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import urllib3
 
+from loadgen.measure.lognormal import fit_sigma
 from loadgen.model.quantiles import exact_quantile
 
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
@@ -97,6 +98,13 @@ def _quantile_ms(m, q: float, name: str, **match) -> float | None:
     filtered by `match`; None without observations."""
     v = histogram_quantile(q, _buckets(m.get(name + "_bucket", []), **match))
     return round(v * 1000.0, 4) if v is not None else None
+
+
+def _sigma(m, name: str, **match) -> float | None:
+    """The lognormal shape that, with the histogram's exact mean, best explains its buckets
+    (loadgen/measure/lognormal.py); None without observations or with all of them in one bucket."""
+    mean = _mean_ms(m, name, **match)
+    return fit_sigma(_buckets(m.get(name + "_bucket", []), **match), mean / 1000.0) if mean else None
 
 
 # extension points of the serial scheduling cycle and of the asynchronous binding cycle
@@ -201,6 +209,8 @@ def apiserver_figures(text: str) -> dict:
         # the spread of each request's latency (the twin's are constants; issue 32's held-out p99s)
         "request_ms_p50": _per_request(lambda **match: _quantile_ms(m, 0.5, LATENCY, **match)),
         "request_ms_p99": _per_request(lambda **match: _quantile_ms(m, 0.99, LATENCY, **match)),
+        # what the twin draws each request's latency from: the shape of a lognormal with the exact mean
+        "request_sigma": _per_request(lambda **match: _sigma(m, LATENCY, **match)),
         "inflight": {labels.get("request_kind", "?"): v
                      for labels, v in m.get("apiserver_current_inflight_requests", [])},
         "requests_total": int(total(reqs)),

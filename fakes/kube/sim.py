@@ -28,9 +28,10 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   client sends a job's pods client_create_ms apart (fakes/sim/kubefamily.py).
 - The binding cycle is asynchronous: it does not hold the scheduling loop. Its bind goes through
   the client rate limiter (api_qps/burst), as do status patches for unschedulable pods, and lands
-  write_ms after it goes out. A bind the apiserver answers 429 (max-requests-inflight, Retry-After:
-  1) is retried by client-go itself 1 s later, through the limiter again, up to 10 times; only then,
-  or on any other refusal (etcd NOSPACE), does the scheduler see a binding error: it forgets the
+  write_ms after it goes out (its mean; write_sigma its spread). A bind the apiserver answers 429
+  (max-requests-inflight, Retry-After: 1) is retried by client-go itself 1 s later, through the
+  limiter again, up to 10 times; only then, or on any other refusal (etcd NOSPACE), does the
+  scheduler see a binding error: it forgets the
   pod (its node comes free, which re-queues waiting pods as a pod deletion would) and puts it in
   the error backoff queue (no plugin rejected it), retried after 1, 2, 4 ... pod_max_backoff_s s
   (aligned down to the queue's 1 s window), never among the unschedulable pods.
@@ -457,7 +458,7 @@ class SimKube(KubeTraits, KubeFamily):
     # --- the binding cycle (asynchronous) -------------------------------------------------
     def _send_bind(self, js: JobState, t: float, retries: int = 0) -> None:
         """POST pods/binding through the client limiter; it lands write_ms after it goes out."""
-        self._at(self.limiter.acquire(t) + self.write_s, self._bound, js, retries)
+        self._at(self.limiter.acquire(t) + self.write_latency.draw(), self._bound, js, retries)
 
     def _bound(self, t: float, js: JobState, retries: int = 0) -> None:
         if js.done or js.extra["assumed"] == 0:

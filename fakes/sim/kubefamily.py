@@ -5,13 +5,16 @@ A job's objects are created by the client (gangstorm); a create returns create_m
 sent, and only then does the scheduler side see the object. The client sends objects one after
 another, client_create_ms apart (a scheduler section may set it: the pace of gangstorm's own Python
 client on this machine class; 0, an ideal client, when unset), so a gang's last pod is seen later
-than its first. If etcd refuses (NOSPACE) or the apiserver throttles (429) the client retries every
+than its first. Each request's latency is drawn around its mean (control_plane.create_sigma and
+write_sigma, fakes/sim/latency.py), so a gang's pods are seen when the slowest create returns.
+If etcd refuses (NOSPACE) or the apiserver throttles (429) the client retries every
 client_retry_s until submit_timeout_s, then gives up.
 """
 from __future__ import annotations
 
 from fakes.sim.base import JobState, SimTarget
 from fakes.sim.controlplane import ControlPlane
+from fakes.sim.latency import Latency, stream
 from loadgen.model.events import Kind
 from loadgen.model.target import ChaosAction, TargetContext
 
@@ -25,6 +28,9 @@ class KubeFamily(SimTarget):
         self.create_s = ctx.control_plane["create_ms"] / 1000.0
         self.write_s = ctx.control_plane["write_ms"] / 1000.0
         self.client_s = float(ctx.config.get("client_create_ms") or 0.0) / 1000.0
+        draws = stream(ctx.seed)
+        self.create_latency = Latency(self.create_s, float(ctx.control_plane.get("create_sigma") or 0.0), draws)
+        self.write_latency = Latency(self.write_s, float(ctx.control_plane.get("write_sigma") or 0.0), draws)
         self.client_free_at = 0.0                  # when the client can send its next object
 
     def _objects(self, js: JobState) -> list[float]:
@@ -53,12 +59,13 @@ class KubeFamily(SimTarget):
         js.extra["objects_done"] = done
         # the client's pace: these objects go out one after another, the first as soon as the client
         # is free, each next one client_create_ms later
-        sent_last = max(t, self.client_free_at) + self.client_s * max(done - first - 1, 0)
+        sent_first = max(t, self.client_free_at)
+        sent_last = sent_first + self.client_s * max(done - first - 1, 0)
         if done > first:
             self.client_free_at = sent_last + self.client_s
         if result == "ok":
             js.extra["created"] = True
-            self._at(sent_last + self.create_s, self._created, js)   # the last create returns
+            self._at(self._last_return(sent_first, max(done - first, 1)), self._created, js)
             return
         self._count(f"create_refused_{result}")
         self._maybe_auto_recover(t)
@@ -66,6 +73,18 @@ class KubeFamily(SimTarget):
             self._fail(js, t, "etcd-nospace" if result == "nospace" else "apiserver-429")
             return
         self._at(t + self.cpcfg["client_retry_s"], self._create, js, first_try)
+
+    def _last_return(self, sent_first: float, n: int) -> float:
+        """When the slowest of n creates sent client_create_ms apart from sent_first returns."""
+        if self.create_latency.sigma <= 0.0:
+            return sent_first + self.client_s * (n - 1) + self.create_s
+        return max(sent_first + self.client_s * i + self.create_latency.draw() for i in range(n))
+
+    def returned(self, sent: list[float], latency: Latency) -> float:
+        """When the slowest of requests sent at these times returns."""
+        if latency.sigma <= 0.0:
+            return max(sent) + latency.mean_s
+        return max(at + latency.draw() for at in sent)
 
     def _created(self, t: float, js: JobState) -> None:
         self._emit(t, js.job.id, Kind.SUBMITTED)

@@ -226,17 +226,17 @@ class SimVolcano(VolcanoTraits, KubeFamily):
 
     def _controller(self, t: float, js: JobState, nbytes: float, live: float | None, then, n: int = 1) -> float:
         """n writes by the job controller (issued concurrently, as it creates a job's pods): each
-        waits for its rate limiter; a create returns create_ms after it goes out, an update
-        write_ms. Returns when the last one has returned."""
-        took = self.create_s if live is None else self.write_s
+        waits for its rate limiter; a create returns create_ms (its mean) after it goes out, an
+        update write_ms. Returns when the last one has returned."""
+        latency = self.create_latency if live is None else self.write_latency
         if n == 1:
             out = self.ctrl.acquire(t)
             self._at(out, self._controller_write, js, js.extra["gen"], nbytes, live, then, 1)
-            return out + took
+            return out + latency.draw()
         times = [self.ctrl.acquire(t) for _ in range(n)]
         for at in sorted(set(times)):
             self._at(at, self._controller_write, js, js.extra["gen"], nbytes, live, then, times.count(at))
-        return max(times) + took
+        return self.returned(times, latency)
 
     def _controller_write(self, t: float, js: JobState, gen: int, nbytes: float, live, then, n: int) -> None:
         if js.done or gen != js.extra["gen"]:
@@ -249,7 +249,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             self._count("controller_writes_refused", n - ok)
             self.blocked.append((js, gen, nbytes, live, then, n - ok))
         if then is not None and ok:
-            self._at(t + self.create_s, then, js, gen, ok)
+            self._at(t + self.create_latency.slowest(ok), then, js, gen, ok)
 
     def _podgroup_created(self, t: float, js: JobState, gen: int, n: int) -> None:
         if js.done or gen != js.extra["gen"]:
@@ -530,11 +530,9 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         if e["placed"] >= js.job.members:
             self.inqueue.pop(js.job.id, None)
         self._sync(js)
-        last = bind_from
-        for _ in nodes:
-            last = self.limiter.acquire(bind_from)
+        sent = [self.limiter.acquire(bind_from) for _ in nodes] or [bind_from]
         self._count("binds", len(nodes))
-        self._at(last + self.write_s, self._bound, js, e["gen"], nodes)
+        self._at(self.returned(sent, self.write_latency), self._bound, js, e["gen"], nodes)
         return True
 
     def _bound(self, t: float, js: JobState, gen: int, nodes: list[int]) -> None:

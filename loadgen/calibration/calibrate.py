@@ -68,10 +68,20 @@ def real_results(name: str, cases: list[Case], opts: Options, progress: Progress
     return out
 
 
+# units of parameters a profile may lack (their schema default applies until one is measured)
+NEW_UNITS = {"create_sigma": "ln", "write_sigma": "ln"}
+
+
+def _old(profile: Profile, section: str, key: str) -> Param:
+    """The profile's parameter, or a blank one for a key it left to its schema default."""
+    found = profile.params.setdefault(section, {}).get(key)
+    return found if found is not None else Param(0.0, NEW_UNITS.get(key, ""), "measured", "")
+
+
 def with_values(profile: Profile, values: dict[tuple[str, str], float]) -> Profile:
     p = copy.deepcopy(profile)
     for (section, key), v in values.items():
-        old = p.params[section][key]
+        old = _old(p, section, key)
         p.params[section][key] = Param(v, old.unit, old.provenance, old.source, old.command)
     return p
 
@@ -125,7 +135,7 @@ def profile_from(results: list[dict], base: Profile, opts: Options, name: str) -
         fit_cases = ", ".join(c["label"] for c in r["cases"] if c["role"] == "fit")
         for dotted, m in r["measured"].items():
             section, key = dotted.split(".", 1)
-            old = out.params[section][key]
+            old = _old(out, section, key)
             out.params[section][key] = Param(m["value"], old.unit, "measured", m["source"], opts.command)
         for dotted, v in r["fitted"].items():
             section, key = dotted.split(".", 1)

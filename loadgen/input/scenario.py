@@ -304,7 +304,9 @@ def _resolve(data: dict, spec: dict, profile: Profile, source: str, path: str = 
                 try:
                     data[key] = profile.value(section, param)
                 except ProfileError as e:
-                    raise ScenarioError(source, dotted, f"no value: {e}") from None
+                    if sub.fallback is None:
+                        raise ScenarioError(source, dotted, f"no value: {e}") from None
+                    data[key] = sub.fallback
             else:
                 own.append(dotted)
     return own

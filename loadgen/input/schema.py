@@ -41,6 +41,9 @@ class Field:
     choices: tuple | None = None
     nullable: bool = False
     source: str = ""          # where a default that stands for a real scheduler's default comes from
+    # with default PROFILE: the value when the profile lacks the key (measured before it existed);
+    # `source` says what that value means
+    fallback: Any = None
 
 
 # Where the defaults of real schedulers' settings come from (docs/fidelity.md lists them all).
@@ -349,6 +352,13 @@ SCENARIO = {
         "max_mutating_requests_inflight": Field(int, 200, lo=1, source=K8S_APISERVER),
         "write_ms": Field(NUM, PROFILE, lo=0),            # apiserver + etcd service time per write
         "create_ms": Field(NUM, PROFILE, lo=0),           # a client's create call, end to end
+        # the spread around those means: lognormal shape (sigma of ln latency) fitted to
+        # apiserver_request_duration_seconds' buckets (loadgen/measure/lognormal.py); 0: every
+        # request takes the mean, what a profile measured before the spread was recorded says
+        "write_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
+                             source="no spread measured: every request takes write_ms"),
+        "create_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
+                              source="no spread measured: every request takes create_ms"),
         "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1)},
         "node_bytes": Field(NUM, PROFILE, lo=0),          # a Node object in etcd
         "lease_bytes": Field(NUM, PROFILE, lo=0),         # a node Lease in etcd
