@@ -45,7 +45,8 @@ def sourced_defaults(spec=SCENARIO, path: str = "") -> list[tuple[str, object, s
         if isinstance(sub, dict):
             out += sourced_defaults(sub, dotted)
         elif isinstance(sub, Field) and sub.source:
-            out.append((dotted, sub.default, sub.source))
+            # a profile parameter with a fallback: the value used where the profile has none
+            out.append((dotted, sub.fallback if sub.fallback is not None else sub.default, sub.source))
     return out
 
 
