@@ -26,6 +26,7 @@ BAND = (1 / 3, 3.0)
 UTIL_PP = 10.0
 TIME_SCALE = 20.0
 SCENARIO = "scenarios/calibrate-steady.yaml"
+CYCLE_STRETCH = 5.0     # the real serial cycle's wall time over the twin's, at most, on 2 shared cores
 
 
 @pytest.mark.parametrize("name", ["slurm", "ray", "kube", "volcano"])
@@ -53,14 +54,17 @@ def _kube_cycle_is_the_serial_part(real: dict, sim: dict, cpu_wait: float) -> No
     not its attempt, which in 1.36 ends with the asynchronous bind (its limiter wait and apiserver
     latency): the real attempt is longer than the real serial cycle, and the twin's cycle (shipped
     profile, measured at 500-10,000 nodes) is within the band of the real serial cycle here.
-    The serial cycle is wall time: with more runnable tasks than cores it stretches by the time the
-    scheduler waited for a CPU (1.52 ms against 0.55 ms alone, beside a CPU hog and two other KWOK
-    clusters), so the band's upper end widens by 1 / (1 - the share of the run in which a task
-    waited, Linux PSI `some`); on an idle machine it stays 3."""
+    The serial cycle is wall time, and at 32 nodes it is about a millisecond: a cycle the kernel
+    preempts once for another runnable task lasts several times its work. Measured here for the
+    same run: 0.55 ms alone, 0.73 and 1.08 beside a CPU hog, 1.33 inside a full `make test` (its
+    own stack on both cores, Linux PSI `some` low), 1.52 beside a CPU hog and two other KWOK
+    clusters; the twin's cycle is 0.41 ms. So the upper end is CYCLE_STRETCH, widened further by
+    1 / (1 - the share of the run in which a task waited, PSI `some`). The mistake this guards
+    against, the attempt taken for the cycle, is 25x (10.5 ms against 0.41)."""
     sched = real["control_plane"]["scheduler"]
     serial, attempt = sched["serial_cycle_ms_mean"], sched["attempt_ms_mean"]
     cycle = sim["control_plane"]["scheduling_cycle_ms_mean"]
-    hi = BAND[1] / (1 - cpu_wait)
+    hi = CYCLE_STRETCH / (1 - cpu_wait)
     print(f"kube: real serial cycle {serial} ms, real attempt {attempt} ms, twin cycle {cycle} ms, "
           f"CPU wait {cpu_wait:.2f}, band {BAND[0]:.2f}-{hi:.2f}")
     assert attempt > serial, sched

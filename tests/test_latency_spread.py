@@ -1,6 +1,6 @@
 """The spread of the apiserver's request latency, from its histogram to the twin's draws.
 
-loadgen/measure/lognormal.py fits a lognormal's shape to a histogram's buckets with its exact mean
+loadgen/model/lognormal.py fits a lognormal's shape to a histogram's buckets with its exact mean
 held; fakes/sim/latency.py draws each simulated request from that lognormal (exact numbers on
 constructed data)."""
 import math
@@ -9,7 +9,7 @@ import numpy as np
 
 from fakes.kube.metrics import apiserver_figures
 from fakes.sim.latency import BLOCK, STREAM_TAG, Latency, stream
-from loadgen.measure.lognormal import cells, fit_sigma, quantile
+from loadgen.model.lognormal import cells, fit_sigma, quantile
 from support.apiserver_text import apiserver_text
 
 LE = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, math.inf)     # the apiserver's first buckets, k8s.io/apiserver v0.36.1

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import urllib3
 
-from loadgen.measure.lognormal import fit_sigma
+from loadgen.model.lognormal import fit_sigma
 from loadgen.model.quantiles import exact_quantile
 
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
@@ -102,7 +102,7 @@ def _quantile_ms(m, q: float, name: str, **match) -> float | None:
 
 def _sigma(m, name: str, **match) -> float | None:
     """The lognormal shape that, with the histogram's exact mean, best explains its buckets
-    (loadgen/measure/lognormal.py); None without observations or with all of them in one bucket."""
+    (loadgen/model/lognormal.py); None without observations or with all of them in one bucket."""
     mean = _mean_ms(m, name, **match)
     return fit_sigma(_buckets(m.get(name + "_bucket", []), **match), mean / 1000.0) if mean else None
 

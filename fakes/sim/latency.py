@@ -2,7 +2,7 @@
 
 The apiserver answers most POST pods in a few milliseconds and one in a hundred in 5-7x its median
 (control_plane.create_sigma / write_sigma, fitted to apiserver_request_duration_seconds' buckets by
-loadgen/measure/lognormal.py). A gang is admitted when its slowest pod is, so a constant mean
+loadgen/model/lognormal.py). A gang is admitted when its slowest pod is, so a constant mean
 shortens every gang's tail. With sigma 0 every request takes the mean and nothing is drawn.
 
 Draws come from a stream of their own (the run's seed and a fixed tag), so the twin's other random

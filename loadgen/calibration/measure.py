@@ -79,10 +79,10 @@ def _control_plane(runs: Runs, out: Measured, component: str) -> None:
                              "apiserver_request_duration_seconds POST pods/binding, mean"),
                             ("create_sigma", ("apiserver", "request_sigma", "create_pod"),
                              "apiserver_request_duration_seconds POST pods, lognormal shape fitted to its "
-                             "buckets with the mean held (loadgen/measure/lognormal.py)"),
+                             "buckets with the mean held (loadgen/model/lognormal.py)"),
                             ("write_sigma", ("apiserver", "request_sigma", "bind_pod"),
                              "apiserver_request_duration_seconds POST pods/binding, lognormal shape fitted to "
-                             "its buckets with the mean held (loadgen/measure/lognormal.py)"),
+                             "its buckets with the mean held (loadgen/model/lognormal.py)"),
                             ("object_bytes.pod", ("etcd_object_bytes", "pod"), "stored Pod size read from etcd"),
                             ("object_bytes.podgroup", ("etcd_object_bytes", "podgroup"),
                              "stored PodGroup size read from etcd"),

@@ -353,7 +353,7 @@ SCENARIO = {
         "write_ms": Field(NUM, PROFILE, lo=0),            # apiserver + etcd service time per write
         "create_ms": Field(NUM, PROFILE, lo=0),           # a client's create call, end to end
         # the spread around those means: lognormal shape (sigma of ln latency) fitted to
-        # apiserver_request_duration_seconds' buckets (loadgen/measure/lognormal.py); 0: every
+        # apiserver_request_duration_seconds' buckets (loadgen/model/lognormal.py); 0: every
         # request takes the mean, what a profile measured before the spread was recorded says
         "write_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
                              source="no spread measured: every request takes write_ms"),
