@@ -2,7 +2,8 @@
 run-to-run spread is `make fidelity`, docs/fidelity.md).
 
 One short real run per scheduler at its smallest calibration scale, and its twin (the same
-wall-clock plan on virtual time). The twin runs on the shipped local profile with the component
+wall-clock plan on virtual time): admission p50 and p90 within the band, utilization within
+UTIL_PP points. The twin runs on the shipped local profile with the component
 costs this run measured itself (`remeasured`): those costs follow the machine's speed and load
 (kube's apiserver answered POST pods in 19 ms mean during the calibration and in 4.4 ms on an idle
 machine), so a fixed profile cannot predict a machine faster or slower than the one it was fitted on,
@@ -26,6 +27,7 @@ BAND = (1 / 3, 3.0)
 UTIL_PP = 10.0
 TIME_SCALE = 20.0
 SCENARIO = "scenarios/calibrate-steady.yaml"
+TAIL = "p90"            # the highest percentile a guard run's 30-80 jobs resolve
 CYCLE_STRETCH = 5.0     # the real serial cycle's wall time over the twin's, at most, on 2 shared cores
 
 
@@ -38,15 +40,24 @@ def test_the_twin_stays_within_a_band_of_the_real_scheduler(name, tmp_path):
         real = real_run(sc, name, tmp_path, TIME_SCALE)["schedulers"][name]
     assert real["jobs"]["admitted"] >= 0.9 * real["jobs"]["submitted"], real["jobs"]
     here = remeasured(load_profile("local"), name, Case(SCENARIO, nodes, "fit"), real)
-    r = row(f"{name}-{nodes}n", "guard", real_stats([real]), twin(sc, name, TIME_SCALE, here))
+    sim = twin(sc, name, TIME_SCALE, here)
+    r = row(f"{name}-{nodes}n", "guard", real_stats([real]), sim)
     shipped = row(f"{name}-{nodes}n", "guard", real_stats([real]), twin(sc, name, TIME_SCALE))
-    print(f"{name}: remeasured p50/p99 ratio {r['p50_ratio']}/{r['p99_ratio']}, "
-          f"shipped profile {shipped['p50_ratio']}/{shipped['p99_ratio']}")
+    tail = _tail_ratio(real, sim)
+    print(f"{name}: remeasured p50/{TAIL}/p99 ratio {r['p50_ratio']}/{tail}/{r['p99_ratio']} "
+          f"(n {r['n']}), shipped profile p50/p99 {shipped['p50_ratio']}/{shipped['p99_ratio']}")
     lo, hi = BAND
-    assert lo <= r["p50_ratio"] <= hi and lo <= r["p99_ratio"] <= hi, r
+    assert lo <= r["p50_ratio"] <= hi and lo <= tail <= hi, r
     assert abs(r["util_diff_pp"]) <= UTIL_PP, r
     if name == "kube":
         _kube_cycle_is_the_serial_part(real, twin(sc, name, TIME_SCALE), wait.share)
+
+
+def _tail_ratio(real: dict, sim: dict) -> float:
+    """real / sim at TAIL. The guard's runs admit 30-80 jobs, where p99 is the sample's maximum: one
+    gang preempted on the loaded cores sets it (the kube guard's p99 ratio was 1.36 and 2.75 in two
+    runs of one twin); the held-out table (`make fidelity`, 3 runs of 180-380 jobs) judges p99."""
+    return round(real["admission_s"][TAIL] / sim["admission_s"][TAIL], 3)
 
 
 def _kube_cycle_is_the_serial_part(real: dict, sim: dict, cpu_wait: float) -> None:
