@@ -65,7 +65,8 @@ class KubeFamily(SimTarget):
             self.client_free_at = sent_last + self.client_s
         if result == "ok":
             js.extra["created"] = True
-            self._at(self._last_return(sent_first, max(done - first, 1)), self._created, js)
+            sent = [sent_first + self.client_s * i for i in range(max(done - first, 1))]
+            self._at(self.returned(sent, self.create_latency), self._created, js)
             return
         self._count(f"create_refused_{result}")
         self._maybe_auto_recover(t)
@@ -73,12 +74,6 @@ class KubeFamily(SimTarget):
             self._fail(js, t, "etcd-nospace" if result == "nospace" else "apiserver-429")
             return
         self._at(t + self.cpcfg["client_retry_s"], self._create, js, first_try)
-
-    def _last_return(self, sent_first: float, n: int) -> float:
-        """When the slowest of n creates sent client_create_ms apart from sent_first returns."""
-        if self.create_latency.sigma <= 0.0:
-            return sent_first + self.client_s * (n - 1) + self.create_s
-        return max(sent_first + self.client_s * i + self.create_latency.draw() for i in range(n))
 
     def returned(self, sent: list[float], latency: Latency) -> float:
         """When the slowest of requests sent at these times returns."""
