@@ -2,8 +2,8 @@
 run-to-run spread is `make fidelity`, docs/fidelity.md).
 
 One short real run per scheduler at its smallest calibration scale, and its twin (the same
-wall-clock plan on virtual time): admission p50 and p90 within the band, utilization within
-UTIL_PP points. The twin runs on the shipped local profile with the component
+wall-clock plan on virtual time): admission p50 and the mean of the slowest tenth of jobs within
+the band, utilization within UTIL_PP points. The twin runs on the shipped local profile with the component
 costs this run measured itself (`remeasured`): those costs follow the machine's speed and load
 (kube's apiserver answered POST pods in 19 ms mean during the calibration and in 4.4 ms on an idle
 machine), so a fixed profile cannot predict a machine faster or slower than the one it was fitted on,
@@ -15,19 +15,20 @@ import pytest
 from loadgen.calibration.calibrate import remeasured
 from loadgen.calibration.cases import Case
 from loadgen.calibration.fidelity import real_stats, row
-from loadgen.calibration.twin import real_run, twin
+from loadgen.calibration.twin import real_run, twin, twin_run
 from loadgen.cli.calibrate import CHURN, SCALES
 from loadgen.input.overrides import load_with_overrides
 from loadgen.input.profile import load as load_profile
 from support.paths import ROOT
 from support.pressure import CpuWait
+from support.tails import csv_admissions, recorder_admissions, slowest_mean
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 BAND = (1 / 3, 3.0)
 UTIL_PP = 10.0
 TIME_SCALE = 20.0
 SCENARIO = "scenarios/calibrate-steady.yaml"
-TAIL = "p90"            # the highest percentile a guard run's 30-80 jobs resolve
+TAIL_SHARE = 0.1        # the tail a guard run's 30-80 jobs resolve: the mean of its slowest tenth
 CYCLE_STRETCH = 5.0     # the real serial cycle's wall time over the twin's, at most, on 2 shared cores
 
 
@@ -40,11 +41,14 @@ def test_the_twin_stays_within_a_band_of_the_real_scheduler(name, tmp_path):
         real = real_run(sc, name, tmp_path, TIME_SCALE)["schedulers"][name]
     assert real["jobs"]["admitted"] >= 0.9 * real["jobs"]["submitted"], real["jobs"]
     here = remeasured(load_profile("local"), name, Case(SCENARIO, nodes, "fit"), real)
-    sim = twin(sc, name, TIME_SCALE, here)
+    sim, sim_rec = twin_run(sc, name, TIME_SCALE, here)
     r = row(f"{name}-{nodes}n", "guard", real_stats([real]), sim)
     shipped = row(f"{name}-{nodes}n", "guard", real_stats([real]), twin(sc, name, TIME_SCALE))
-    tail = _tail_ratio(real, sim)
-    print(f"{name}: remeasured p50/{TAIL}/p99 ratio {r['p50_ratio']}/{tail}/{r['p99_ratio']} "
+    real_adm, sim_adm = csv_admissions(tmp_path, name), recorder_admissions(sim_rec)
+    assert (len(real_adm), len(sim_adm)) == (real["admission_s"]["count"], sim["admission_s"]["count"])
+    tail = round(slowest_mean(real_adm, TAIL_SHARE) / slowest_mean(sim_adm, TAIL_SHARE), 3)
+    print(f"{name}: remeasured p50/slowest-tenth mean/p90/p99 ratio {r['p50_ratio']}/{tail}/"
+          f"{_p90_ratio(real, sim)}/{r['p99_ratio']} "
           f"(n {r['n']}), shipped profile p50/p99 {shipped['p50_ratio']}/{shipped['p99_ratio']}")
     lo, hi = BAND
     assert lo <= r["p50_ratio"] <= hi and lo <= tail <= hi, r
@@ -53,11 +57,12 @@ def test_the_twin_stays_within_a_band_of_the_real_scheduler(name, tmp_path):
         _kube_cycle_is_the_serial_part(real, twin(sc, name, TIME_SCALE), wait.share)
 
 
-def _tail_ratio(real: dict, sim: dict) -> float:
-    """real / sim at TAIL. The guard's runs admit 30-80 jobs, where p99 is the sample's maximum: one
-    gang preempted on the loaded cores sets it (the kube guard's p99 ratio was 1.36 and 2.75 in two
-    runs of one twin); the held-out table (`make fidelity`, 3 runs of 180-380 jobs) judges p99."""
-    return round(real["admission_s"][TAIL] / sim["admission_s"][TAIL], 3)
+def _p90_ratio(real: dict, sim: dict) -> float:
+    """Printed, not judged: at 30-80 jobs p90 is one job's wait (the 30th of 33), p99 the maximum.
+    One Ray guard run's p90 ratio was 3.8 with its four slowest jobs at 1.09 on average, one kube
+    run's p99 ratio 2.75 against 1.36 in a second run of the same twin; the held-out table
+    (`make fidelity`, 3 runs of 180-380 jobs) judges p99."""
+    return round(real["admission_s"]["p90"] / sim["admission_s"]["p90"], 3)
 
 
 def _kube_cycle_is_the_serial_part(real: dict, sim: dict, cpu_wait: float) -> None:

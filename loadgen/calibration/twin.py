@@ -15,6 +15,7 @@ from loadgen.drive.timescale import scaled_chaos, scaled_job
 from loadgen.input.plan import RunPlan, plan_run
 from loadgen.input.profile import Profile
 from loadgen.input.scenario import Scenario, from_dict
+from loadgen.measure.recorder import Recorder
 
 
 def real_run(scenario: Scenario, name: str, out_dir: Path, time_scale: float, backend: str = "real") -> dict:
@@ -40,10 +41,16 @@ SCALED_WHOLE_SECONDS = {"coscheduling": ("permit_timeout_s",)}
 def twin(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None,
          trace: str | None = None) -> dict:
     """The simulated scheduler on the real run's wall-clock plan; nothing written to disk."""
+    return twin_run(scenario, name, time_scale, profile, trace)[0]
+
+
+def twin_run(scenario: Scenario, name: str, time_scale: float, profile: Profile | None = None,
+             trace: str | None = None) -> tuple[dict, Recorder]:
+    """`twin`, with the recorder that holds each job's times."""
     overrides = {"sample_every_s": max(scenario.data["sample_every_s"] / time_scale, 0.5)}
     for key in SCALED_WHOLE_SECONDS.get(name, ()):
         overrides[f"schedulers.{name}.{key}"] = max(1, round(scenario.data["schedulers"][name][key] / time_scale))
     sc = from_dict(scenario.raw, scenario.path, scenario.profile if profile is None else profile,
                    overrides=overrides)
     return run_one(sc, name, RunOptions(schedulers=[name], backend="sim", jobs_csv=False),
-                   wall_plan(scenario, time_scale, trace), None)[0]
+                   wall_plan(scenario, time_scale, trace), None)
