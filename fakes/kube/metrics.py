@@ -162,6 +162,9 @@ def scheduler_figures(text: str) -> dict:
         # the bind's client-limiter wait and apiserver latency and attempts overlap
         "attempt_ms_mean": _mean_ms(m, "scheduler_scheduling_attempt_duration_seconds", result="scheduled"),
         "algorithm_ms_mean": algorithm,
+        # each cycle's spread: the lognormal shape of the algorithm's buckets with their mean held
+        # (a preempted or stalled cycle holds every pod queued behind it)
+        "algorithm_sigma": _sigma(m, ALGORITHM),
         "serial_cycle_ms_mean": serial_cycle_ms(algorithm, points),
         "extension_point_ms_mean": {p: v for p, v in points.items() if v is not None},
         "sli_count": int(total(m.get("scheduler_pod_scheduling_sli_duration_seconds_count", []))),

@@ -10,7 +10,9 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   per node Filter examined + score_per_node_us per node scored: the algorithm and Reserve/Permit,
   measured from scheduler_scheduling_algorithm_duration_seconds and the Filter and Score extension
   points (fakes/kube/costcurve.py). The 16 parallel Filter/Score workers are inside those
-  per-node costs (wall time on this machine's cores), not a separate term.
+  per-node costs (wall time on this machine's cores), not a separate term. Each cycle takes its
+  own time around that mean (cycle_sigma: lognormal, fitted to the algorithm histogram's buckets;
+  fakes/sim/latency.py), and the pods queued behind a slow one wait for it.
 - Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB and at
   least one cpu (traits.pod_cpus), what the real adapter (fakes/kube/target.py) sends.
 - Score, in kube-scheduler's integer arithmetic: NodeResourcesFit LeastAllocated or
@@ -57,6 +59,7 @@ from fakes.kube.traits import KubeTraits, pod_cpus
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
 from fakes.sim.kubefamily import KubeFamily
+from fakes.sim.latency import Latency, stream
 from fakes.sim.state import ClusterState
 from loadgen.model.fleet import Fleet
 from loadgen.model.target import TargetContext
@@ -71,6 +74,7 @@ BACKOFF_WINDOW_S = 1.0      # backoffQ ordering window: expiries truncated to it
 MAX_NODE_SCORE = 100
 SCORE_TABLE_CELLS = 1 << 22      # a pod shape's score table: at most 8 MiB (int16), else computed per pod
 POD_MEMORY_GIB = 1          # memory request of every gang pod the real adapter creates
+CYCLE_STREAM_TAG = 0xC7C1     # the cycle spread's own draws, apart from the apiserver latencies' (0x1A7E)
 
 
 def num_feasible_nodes_to_find(nodes: int, percentage: int | None) -> int:
@@ -228,6 +232,7 @@ class SimKube(KubeTraits, KubeFamily):
         self.tick_pending = False
         self.coscheduling = bool(c["coscheduling"])
         self.cycle_ms = []
+        self.cycle_spread = Latency(1.0, float(c["cycle_sigma"]), stream(ctx.seed, CYCLE_STREAM_TAG))
         self.nodes_examined = [0, 0]                # nodes Filter examined, nodes scored: totals
         self.scorers: dict[tuple[int, int], Scorer] = {}
         # under DRA no node lists a GPU resource: the node score never sees GPUs (fakes/kube/gpuapi.py)
@@ -426,7 +431,7 @@ class SimKube(KubeTraits, KubeFamily):
                 feasible = FeasibleNodes(self.state, self.state.free_mem, g, c, POD_MEMORY_GIB)
             nodes, examined = self._candidates(g, c, js.job if sliced else None, feasible)
             scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
-            cycle = self._cycle_s(examined, scored)
+            cycle = self._cycle_s(examined, scored) * self.cycle_spread.draw()
             self.nodes_examined[0] += examined
             self.nodes_examined[1] += scored
             clock += cycle

@@ -41,6 +41,6 @@ class Latency:
         return max(self.draw() for _ in range(n))
 
 
-def stream(seed: int) -> np.random.Generator:
-    """The latency draws' generator for a run's seed."""
-    return np.random.default_rng([seed, STREAM_TAG])
+def stream(seed: int, tag: int = STREAM_TAG) -> np.random.Generator:
+    """The latency draws' generator for a run's seed (another tag: another independent stream)."""
+    return np.random.default_rng([seed, tag])

@@ -69,7 +69,7 @@ def real_results(name: str, cases: list[Case], opts: Options, progress: Progress
 
 
 # units of parameters a profile may lack (their schema default applies until one is measured)
-NEW_UNITS = {"create_sigma": "ln", "write_sigma": "ln"}
+NEW_UNITS = {"create_sigma": "ln", "write_sigma": "ln", "cycle_sigma": "ln"}
 
 
 def _old(profile: Profile, section: str, key: str) -> Param:

@@ -106,13 +106,19 @@ def _per_node(runs: Runs, out: Measured, path: tuple[str, ...], base: tuple[str,
 
 
 def kube(runs: Runs) -> Measured:
-    """The apiserver and etcd costs. Not the scheduling cycle: its per-node costs only show at the
-    cost curve's 500-10,000 nodes (python -m fakes.kube.costcurve measures them from the
-    scheduler's algorithm and Filter/Score histograms), and scheduler_scheduling_attempt_duration_seconds,
-    what earlier profiles used, ends with the asynchronous binding cycle in 1.36: it holds the
+    """The apiserver and etcd costs, and the spread of the scheduling cycle (a shape, read off the
+    algorithm histogram's buckets). Not the cycle's mean: its per-node costs only show at the cost
+    curve's 500-10,000 nodes (python -m fakes.kube.costcurve measures them from the scheduler's
+    algorithm and Filter/Score histograms), and scheduler_scheduling_attempt_duration_seconds, what
+    earlier profiles used, ends with the asynchronous binding cycle in 1.36: it holds the
     bind's client-limiter wait and apiserver latency, which the twin models apart."""
     out: Measured = {}
     _control_plane(runs, out, "kube")
+    v, n = _median(runs, "scheduler", "algorithm_sigma")
+    if v is not None:
+        out[("kube", "cycle_sigma")] = (v, "scheduler_scheduling_algorithm_duration_seconds, lognormal shape "
+                                           "fitted to its buckets with the mean held (loadgen/model/lognormal.py), "
+                                           f"median of {n} real kube runs")
     v, n = _median(runs, "client_pace_ms")
     if v is not None:
         out[("kube", "client_create_ms")] = (v, f"the real adapter's client: median gap between a gang's pod "

@@ -170,6 +170,10 @@ SCENARIO = {
             "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # serial scheduling cycle per pod: fixed part
             "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node Filter examined
             "score_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node scored
+            # each cycle's spread around that mean: lognormal shape fitted to
+            # scheduler_scheduling_algorithm_duration_seconds' buckets; 0: every cycle takes its mean
+            "cycle_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
+                                 source="no spread measured: every cycle takes its mean"),
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "client_create_ms": Field(NUM, PROFILE, lo=0),    # the client sends one pod create per this (its pace)
