@@ -70,4 +70,5 @@ def test_the_measured_shape_goes_to_kube_and_to_the_sections_that_take_its_cycle
     kube = p.params["kube"]["cycle_sigma"]
     assert (kube.value, kube.provenance, kube.source) == (0.85, "measured", "constructed runs")
     for section in ("kube-gang", "coscheduling"):
-        assert (p.params[section]["cycle_sigma"].value, p.params[section]["cycle_sigma"].provenance) == (0.85, "sourced")
+        shared = p.params[section]["cycle_sigma"]
+        assert (shared.value, shared.provenance) == (0.85, "sourced")

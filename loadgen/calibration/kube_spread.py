@@ -26,8 +26,12 @@ from loadgen.input.profile import Param, dump
 from loadgen.input.profile import load as load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-# the sections whose cycle costs are kube's (fakes/profiles/local.yaml: "taken from this profile's kube...")
-SHARERS = ("kube-gang", "coscheduling")
+# the sections whose cycle costs are kube's (fakes/profiles/local.yaml: "taken from this profile's kube..."),
+# and why they may take them
+SHARERS = {"kube-gang": "the same kube-scheduler v1.36.1 binary (gates GenericWorkload, GangScheduling) runs the "
+                        "same per-pod cycle",
+           "coscheduling": "scheduler-plugins v0.34.7's kube-scheduler (the kube-scheduler v1.34 framework with the "
+                           "Coscheduling plugin) runs the same per-pod cycle"}
 
 
 def shapes(results: list[dict]) -> list[float]:
@@ -44,11 +48,11 @@ def write_profile(path: Path, sigma: float, source: str, command: str) -> None:
     """Set kube.cycle_sigma (measured) and the sharing sections' (sourced from it) in a profile file."""
     prof = load_profile(str(path))
     prof.params.setdefault("kube", {})["cycle_sigma"] = Param(sigma, "ln", "measured", source, command)
-    for section in SHARERS:
+    for section, why in SHARERS.items():
         if section in prof.params:
             prof.params[section]["cycle_sigma"] = Param(
-                sigma, "ln", "sourced", "taken from this profile's kube.cycle_sigma (measured): the same "
-                "kube-scheduler v1.36.1 binary runs the same per-pod cycle; not measured with gangs", "")
+                sigma, "ln", "sourced", f"taken from this profile's kube.cycle_sigma (measured): {why}; "
+                "not measured with gangs", "")
     path.write_text(dump(prof))
 
 
