@@ -1,7 +1,8 @@
 """How much of kube's held-out tail at 2,000 nodes the serial cycle's cost explains: the twin on the
 stored real runs of `heldout_at_scale`, with its three cycle costs (cycle_base_ms,
 cycle_per_node_us, score_per_node_us) scaled by each factor given, and each cycle drawn around its
-mean with each spread given (kube.cycle_sigma). A diagnostic, not a profile.
+mean with each spread given (kube.cycle_sigma); --filter-us and --score-us set the per-node costs
+before the scaling. A diagnostic, not a profile.
 
     PYTHONPATH=. python tools/kube/cycle_scaled_twin.py 1.0 1.35 --cycle-sigma 0 0.8
 """
@@ -25,6 +26,8 @@ def main() -> None:
     ap.add_argument("factors", nargs="+", type=float)
     ap.add_argument("--cycle-sigma", nargs="+", type=float, default=[None],
                     help="each cycle's lognormal shape (default: the profile's)")
+    ap.add_argument("--filter-us", type=float, help="kube.cycle_per_node_us (default: the profile's)")
+    ap.add_argument("--score-us", type=float, help="kube.score_per_node_us (default: the profile's)")
     ap.add_argument("--runs", type=Path, default=Path("results/fidelity-scale/kube/heldout-steady-2000n/real"))
     ap.add_argument("--nodes", type=int, default=2000)
     ap.add_argument("--time-scale", type=float, default=10.0)
@@ -33,6 +36,8 @@ def main() -> None:
     print("real serial cycle ms:", [r["control_plane"]["scheduler"].get("serial_cycle_ms_mean") for r in reals])
     sc = load_with_overrides("scenarios/calibrate-steady.yaml", profile="local", nodes=args.nodes, churn=1.0)
     prof = load_profile("local")
+    given = {"cycle_per_node_us": args.filter_us, "score_per_node_us": args.score_us}
+    prof = with_values(prof, {("kube", k): v for k, v in given.items() if v is not None})
     for f in args.factors:
         for sigma in args.cycle_sigma:
             values = {("kube", k): prof.params["kube"][k].value * f for k in CYCLE}
