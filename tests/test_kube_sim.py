@@ -159,6 +159,21 @@ def test_the_serial_cycle_charges_filter_per_node_examined_and_score_per_node_sc
     assert t.cycle_ms == [pytest.approx(2.0 + 1 * 0.010)]
 
 
+def test_a_node_filter_rejects_costs_filter_fail_us_more_than_one_it_passes():
+    # 4 nodes (all examined). The gang's first 8-GPU pod: 4 pass, 4 scored: 2 + 4 x 0.01 + 4 x 0.03 ms.
+    # The second: the first pod's node is full, so 1 of the 4 is rejected and 3 are scored:
+    # 2 + 4 x 0.01 + 1 x 0.1 + 3 x 0.03 ms (kube-scheduler keeps a rejected node's status for the
+    # cycle's diagnosis: schedule_one.go findNodesThatPassFilters).
+    over = {**NO_COSTS, "schedulers.kube.cycle_base_ms": 2, "schedulers.kube.cycle_per_node_us": 10,
+            "schedulers.kube.score_per_node_us": 30, "schedulers.kube.filter_fail_us": 100}
+    t, _, _ = sim("kube", [job(0, 2, gpus=8, dur=1000)], nodes=4, end=10, overrides=over)
+    assert t.cycle_ms == [pytest.approx(2.16), pytest.approx(2.23)]
+    # without the key a rejected node costs what a passing one does
+    t, _, _ = sim("kube", [job(0, 2, gpus=8, dur=1000)], nodes=4, end=10,
+                  overrides={**over, "schedulers.kube.filter_fail_us": 0})
+    assert t.cycle_ms == [pytest.approx(2.16), pytest.approx(2.13)]
+
+
 def test_a_bind_answered_429_is_retried_by_client_go_and_never_parks_the_pod():
     # The apiserver serves 1 mutating request per second here (1 in flight x 1 s per write). The
     # pod is created at 0.3 (the second's only write); its bind lands at 1.3, after the chaos

@@ -7,7 +7,8 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   and stops after numFeasibleNodesToFind (percentageOfNodesToScore: adaptive 50 - nodes/125, floor
   5%, at least 100 nodes); only those are scored, and a single feasible node is not scored at all.
   An infeasible pod costs a walk over every node. A cycle costs cycle_base_ms + cycle_per_node_us
-  per node Filter examined + score_per_node_us per node scored: the algorithm and Reserve/Permit,
+  per node Filter examined (+ filter_fail_us more per node it rejected, whose status the cycle keeps
+  for its diagnosis) + score_per_node_us per node scored: the algorithm and Reserve/Permit,
   measured from scheduler_scheduling_algorithm_duration_seconds and the Filter and Score extension
   points (fakes/kube/costcurve.py). The 16 parallel Filter/Score workers are inside those
   per-node costs (wall time on this machine's cores), not a separate term. Each cycle takes its
@@ -337,10 +338,11 @@ class SimKube(KubeTraits, KubeFamily):
         return min(c["pod_initial_backoff_s"] * 2 ** min(count - 1, 30), c["pod_max_backoff_s"])
 
     # --- the scheduling cycle -----------------------------------------------------------
-    def _cycle_s(self, examined: int, scored: int = 0) -> float:
-        """The serial cycle: fixed part, Filter over the nodes examined, Score over the nodes scored."""
+    def _cycle_s(self, examined: int, scored: int = 0, rejected: int = 0) -> float:
+        """The serial cycle: fixed part, Filter over the nodes examined (more for each it rejected),
+        Score over the nodes scored."""
         c = self.cfg
-        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined
+        return (c["cycle_base_ms"] + (c["cycle_per_node_us"] * examined + c["filter_fail_us"] * rejected
                                       + c["score_per_node_us"] * scored) / 1000.0) / 1000.0
 
     def _tick(self, t: float) -> None:
@@ -423,7 +425,7 @@ class SimKube(KubeTraits, KubeFamily):
         for i in range(pods):
             if not self.state.member_fits(js.job):
                 # Every remaining pod of this job walks all nodes and fails.
-                clock += self._cycle_s(self.fleet.nodes) * (pods - i)
+                clock += self._cycle_s(self.fleet.nodes, 0, self.fleet.nodes) * (pods - i)
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
                 break
@@ -431,7 +433,7 @@ class SimKube(KubeTraits, KubeFamily):
                 feasible = FeasibleNodes(self.state, self.state.free_mem, g, c, POD_MEMORY_GIB)
             nodes, examined = self._candidates(g, c, js.job if sliced else None, feasible)
             scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
-            cycle = self._cycle_s(examined, scored) * self.cycle_spread.draw()
+            cycle = self._cycle_s(examined, scored, examined - len(nodes)) * self.cycle_spread.draw()
             self.nodes_examined[0] += examined
             self.nodes_examined[1] += scored
             clock += cycle

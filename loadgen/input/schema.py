@@ -170,6 +170,11 @@ SCENARIO = {
             "cycle_base_ms": Field(NUM, PROFILE, lo=0),      # serial scheduling cycle per pod: fixed part
             "cycle_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node Filter examined
             "score_per_node_us": Field(NUM, PROFILE, lo=0),  # ... plus this per node scored
+            # ... plus this per node Filter rejected: kube-scheduler keeps its status and records it in
+            # the cycle's diagnosis (schedule_one.go findNodesThatPassFilters); 0: a rejected node costs
+            # what a passing one does, what a profile measured on an empty fleet says
+            "filter_fail_us": Field(NUM, PROFILE, lo=0, fallback=0.0,
+                                    source="not measured: a node Filter rejects costs what one it passes does"),
             # each cycle's spread around that mean: lognormal shape fitted to
             # scheduler_scheduling_algorithm_duration_seconds' buckets; 0: every cycle takes its mean
             "cycle_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,

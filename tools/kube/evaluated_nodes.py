@@ -2,7 +2,10 @@
 scenario on the KWOK stack with kube-scheduler at -v=2, whose "Successfully bound pod to node" lines
 carry evaluatedNodes and feasibleNodes for every pod, against the twin's nodes examined and scored on
 the same wall-clock plan; with the run's Filter and Score means, the cost per node examined and
-per node scored in that run. A diagnostic: it starts the real backend (a few minutes at 500 nodes).
+per node scored in that run, and what a node Filter rejects costs beyond one it passes (the
+profile's cycle_per_node_us, measured on an empty fleet where every node passes, for the passing
+ones): kube.filter_fail_us, which --write-profile sets. It starts the real backend (a few minutes at
+500 nodes); --from-file reads a run it measured before.
 
     PYTHONPATH=. python tools/kube/evaluated_nodes.py --nodes 500 \
         --out results/fidelity-scale/kube/evaluated-steady-500n
@@ -20,8 +23,10 @@ from pathlib import Path
 
 import fakes.kube.family.cluster as family_cluster
 from fakes.kube.cluster import ClusterSpec
+from loadgen.calibration.kube_spread import write_profile
 from loadgen.calibration.twin import real_run, twin
 from loadgen.input.overrides import load_with_overrides
+from loadgen.input.profile import load as load_profile
 
 BOUND = re.compile(r'"Successfully bound pod to node" .*?evaluatedNodes=(\d+) feasibleNodes=(\d+)')
 
@@ -39,7 +44,39 @@ def main() -> int:
     ap.add_argument("--time-scale", type=float, default=10.0)
     ap.add_argument("--churn", type=float, default=1.0)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--from-file", action="store_true", help="read --out/evaluated.json instead of running")
+    ap.add_argument("--write-profile", type=Path, help="set this profile file's kube.filter_fail_us")
     args = ap.parse_args()
+    if args.from_file:
+        doc = json.loads((args.out / "evaluated.json").read_text())
+    else:
+        doc = measure(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "evaluated.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps(doc, indent=1))
+    extra = fail_extra_us(doc, load_profile("local").params["kube"]["cycle_per_node_us"].value)
+    print(f"kube.filter_fail_us = {extra}")
+    if args.write_profile:
+        r = doc["real"]
+        source = (f"kube-scheduler v1.36.1 on this machine's KWOK stack at -v=2, one real run of "
+                  f"{Path(doc['scenario']).name} at {doc['nodes']:,} nodes ({doc['pods_bound']} pods bound; "
+                  f"results/fidelity-scale/kube/evaluated-steady-{doc['nodes']}n/evaluated.json): "
+                  f"(scheduler_framework_extension_point_duration_seconds{{Filter}} mean {r['filter_ms']} ms "
+                  f"- cycle_per_node_us x evaluatedNodes {r['evaluated_mean']}) / (evaluatedNodes - feasibleNodes "
+                  f"{r['feasible_mean']})")
+        write_profile(args.write_profile, extra, source, doc["command"] + " --write-profile "
+                      + str(args.write_profile), key="filter_fail_us", unit="us")
+    return 0
+
+
+def fail_extra_us(doc: dict, passing_us: float) -> float:
+    """What each rejected node cost beyond a passing one, from the run's Filter mean and node counts."""
+    r = doc["real"]
+    rejected = r["evaluated_mean"] - r["feasible_mean"]
+    return round(max(r["filter_ms"] * 1000 - passing_us * r["evaluated_mean"], 0.0) / rejected, 4)
+
+
+def measure(args: argparse.Namespace) -> dict:
     family_cluster.ClusterSpec = verbose_spec
     sc = load_with_overrides(args.scenario, profile="local", nodes=args.nodes, churn=args.churn)
     run_dir = args.out / "run"
@@ -49,8 +86,7 @@ def main() -> int:
     logs = sorted(run_dir.glob("**/kube-scheduler.log"))
     pairs = [(int(e), int(f)) for e, f in BOUND.findall(logs[0].read_text(errors="replace"))] if logs else []
     if not pairs:
-        print(f"evaluated_nodes: no 'Successfully bound' lines with evaluatedNodes in {logs}", file=sys.stderr)
-        return 1
+        raise SystemExit(f"evaluated_nodes: no 'Successfully bound' lines with evaluatedNodes in {logs}")
     sched = real["control_plane"]["scheduler"]
     points = sched["extension_point_ms_mean"]
     evaluated = statistics.fmean(e for e, _ in pairs)
@@ -68,10 +104,7 @@ def main() -> int:
            "twin": {"examined_mean": sim["nodes_examined_mean"], "scored_mean": sim["nodes_scored_mean"],
                     "serial_cycle_ms": sim["scheduling_cycle_ms_mean"]}}
     shutil.rmtree(run_dir)                     # the evidence is the figures, not the logs
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "evaluated.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps(doc, indent=1))
-    return 0
+    return doc
 
 
 if __name__ == "__main__":
