@@ -44,15 +44,15 @@ def shapes(results: list[dict]) -> list[float]:
     return out
 
 
-def write_profile(path: Path, sigma: float, source: str, command: str, key: str = "cycle_sigma",
+def write_profile(path: Path, value: float, source: str, command: str, key: str = "cycle_sigma",
                   unit: str = "ln") -> None:
     """Set kube.<key> (measured) and the sharing sections' (sourced from it) in a profile file."""
     prof = load_profile(str(path))
-    prof.params.setdefault("kube", {})[key] = Param(sigma, unit, "measured", source, command)
+    prof.params.setdefault("kube", {})[key] = Param(value, unit, "measured", source, command)
     for section, why in SHARERS.items():
         if section in prof.params:
             prof.params[section][key] = Param(
-                sigma, unit, "sourced", f"taken from this profile's kube.{key} (measured): {why}; "
+                value, unit, "sourced", f"taken from this profile's kube.{key} (measured): {why}; "
                 "not measured with gangs", "")
     path.write_text(dump(prof))
 
