@@ -20,3 +20,9 @@ def test_p50_and_p99_per_request_kind():
 def test_a_request_kind_never_seen_has_no_quantile():
     f = apiserver_figures(TEXT)
     assert f["request_ms_p50"]["create_podgroup"] is None and f["request_ms_p99"]["create_podgroup"] is None
+
+
+def test_how_many_requests_of_each_kind_the_apiserver_answered():
+    # POST pods and POST pods/binding are told apart by the subresource; a kind not seen counts 0
+    counts = apiserver_figures(TEXT)["request_count"]
+    assert (counts["create_pod"], counts["bind_pod"], counts["update_podgroup"]) == (100, 100, 0)

@@ -278,6 +278,22 @@ def test_session_histogram_from_prometheus_text():
     assert fig["action_ms"]["allocate"]["count"] == 2
 
 
+def test_each_plugins_session_open_and_close_from_prometheus_text():
+    from fakes.volcano.metrics import scheduler_figures
+    name = "volcano_plugin_scheduling_latency_milliseconds"
+    text = "\n".join([
+        f'{name}_bucket{{OnSession="OnSessionOpen",plugin="proportion",le="+Inf"}} 4',
+        f'{name}_sum{{OnSession="OnSessionOpen",plugin="proportion"}} 38',
+        f'{name}_count{{OnSession="OnSessionOpen",plugin="proportion"}} 4',
+        f'{name}_bucket{{OnSession="OnSessionClose",plugin="gang",le="+Inf"}} 4',
+        f'{name}_sum{{OnSession="OnSessionClose",plugin="gang"}} 4.4',
+        f'{name}_count{{OnSession="OnSessionClose",plugin="gang"}} 4',
+        'volcano_e2e_scheduling_latency_milliseconds_count 4',
+    ])
+    assert scheduler_figures(text)["plugin_ms"] == {"gang.OnSessionClose": {"count": 4, "mean": 1.1},
+                                                    "proportion.OnSessionOpen": {"count": 4, "mean": 9.5}}
+
+
 def test_controller_client_requests_from_prometheus_text():
     from fakes.volcano.metrics import controller_figures
     text = ('rest_client_requests_total{code="201",host="127.0.0.1:6443",method="POST"} 12\n'

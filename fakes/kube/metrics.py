@@ -188,7 +188,7 @@ def scheduler_figures(text: str) -> dict:
 # (verb, resource, subresource) of the requests whose latency the simulated control plane uses
 REQUESTS = {"create_pod": ("POST", "pods", ""), "bind_pod": ("POST", "pods", "binding"),
             "update_pod_status": ("PATCH", "pods", "status"), "create_podgroup": ("POST", "podgroups", ""),
-            "update_podgroup_status": ("PUT", "podgroups", "status"),
+            "update_podgroup": ("PUT", "podgroups", ""),          # Volcano's job updater, at session close
             # kube-gang: the client's Workload, and the pod-group cycle's condition patch (v1.36.1)
             "create_workload": ("POST", "workloads", ""), "patch_podgroup_status": ("PATCH", "podgroups", "status")}
 
@@ -209,6 +209,7 @@ def apiserver_figures(text: str) -> dict:
     objects = m.get("apiserver_resource_objects") or m.get("apiserver_storage_objects", [])
     return {
         "request_ms_mean": _per_request(lambda **match: _mean_ms(m, LATENCY, **match)),
+        "request_count": _per_request(lambda **match: int(total(m.get(LATENCY + "_count", []), **match))),
         # the spread of each request's latency (the twin's are constants; issue 32's held-out p99s)
         "request_ms_p50": _per_request(lambda **match: _quantile_ms(m, 0.5, LATENCY, **match)),
         "request_ms_p99": _per_request(lambda **match: _quantile_ms(m, 0.99, LATENCY, **match)),

@@ -49,6 +49,12 @@ def scheduler_figures(text: str) -> dict[str, Any]:
     action = "volcano_action_scheduling_latency_milliseconds"
     actions = sorted({labels["action"] for labels, _ in m.get(action + "_count", []) if labels.get("action")})
     fig["action_ms"] = {a: histogram(m, action, action=a) for a in actions}
+    # each plugin's session open and close: with the actions, what of a session is not the snapshot
+    plugin = "volcano_plugin_scheduling_latency_milliseconds"
+    hooks = sorted({(labels["plugin"], labels["OnSession"]) for labels, _ in m.get(plugin + "_count", [])
+                    if labels.get("plugin") and labels.get("OnSession")})
+    fig["plugin_ms"] = {f"{p}.{on}": {k: h[k] for k in ("count", "mean") if k in h}
+                        for p, on in hooks for h in [histogram(m, plugin, plugin=p, OnSession=on)]}
     attempts: dict[str, float] = defaultdict(float)
     for labels, v in m.get("volcano_schedule_attempts_total", []):
         attempts[labels.get("result", "")] += v

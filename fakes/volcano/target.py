@@ -32,6 +32,7 @@ from fakes.kube.family import TIMEOUT, Gang, RealKubeFamily
 from fakes.kube.metrics import fetch
 from fakes.kube.pods import COMPLETE_AFTER, GPU, PodView, go_duration, pod_spec
 from fakes.kube.refusal import retryable
+from fakes.real.procfs import cpu_seconds
 from fakes.sim.slices import idle_whole_up, up_mask
 from fakes.volcano import vgpu
 from fakes.volcano.controlplane import VOLCANO_VERSION, VolcanoControlPlane, require_binaries
@@ -211,6 +212,37 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
         self._start_vgpu()
         self.vc = VolcanoControlPlane(self.cluster, run_dir, self.cfg, vgpu=self.vgpu)
         self.vc.start(self.api.api_client)
+        self._await_vgpu_books()
+
+    def _await_vgpu_books(self, timeout_s: float = 180.0) -> None:
+        """Until vc-scheduler has every vGPU node's devices, a session places a share as if the node
+        had none (deviceshare: "assertion conversion failed, skip"; the pod gets no GPU written).
+        It has them once it answered each node's report with "Requesting_<time>"
+        (vgpu/device_info.go NewGPUDevices); the session after the one that saw them is the first
+        that certainly did."""
+        if self.handshake is None or not self.handshake.names:
+            return
+        deadline = time.monotonic() + timeout_s
+        waiting = set(self.handshake.names)
+        while waiting:
+            for name in sorted(waiting):
+                node = json.loads(self.api.read_node(name, _preload_content=False, _request_timeout=TIMEOUT).data)
+                if (node["metadata"].get("annotations") or {}).get(vgpu.HANDSHAKE, "").startswith("Requesting_"):
+                    waiting.discard(name)
+            if waiting and time.monotonic() > deadline:
+                raise RuntimeError(f"vc-scheduler did not take the vGPU devices of {len(waiting)} node(s) (e.g. "
+                                   f"{min(waiting)}) within {timeout_s:.0f} s; see {self.vc.dir / 'vc-scheduler.log'}")
+            time.sleep(0.2)
+        first = self._sessions()
+        while self._sessions() < first + 2:
+            self.vc.check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vc-scheduler ran no session within {timeout_s:.0f} s after taking the vGPU "
+                                   f"devices; see {self.vc.dir / 'vc-scheduler.log'}")
+            time.sleep(0.2)
+
+    def _sessions(self) -> int:
+        return int((fetch(self.vc.metrics_url, scheduler_figures).get("session_ms") or {}).get("count") or 0)
 
     def control_plane(self) -> dict[str, Any]:
         out = super().control_plane()
@@ -228,6 +260,10 @@ class RealVolcano(VolcanoTraits, RealKubeFamily):
                 busy["controller-qps-limiter"] = round(ctl["client_requests"] / qps, 6)
         if busy:
             out["busy_s"] = busy
+        # CPU seconds each process of the stack used from its start: against the sessions' wall time,
+        # whether vc-scheduler waited for the cores others held
+        out["process_cpu_s"] = {n: round(v, 2) for n, pid in sorted(self.cluster.pids().items())
+                                if (v := cpu_seconds(pid)) is not None}
         return out
 
     def _scheduler_figures(self) -> dict[str, Any]:
