@@ -97,3 +97,16 @@ def test_the_twin_of_the_model_itself_comes_out_close(calibrated):
     _, _, result, _ = calibrated
     for r in result["results"][0]["rows"]:
         assert abs(r["util_diff_pp"]) < 3, r
+
+
+def test_validate_only_keeps_the_fitted_values_and_rewrites_the_validation(calibrated, tmp_path):
+    # a model change after the fit: the fitted observe_ms stays, the held-out rows are recomputed
+    out, opts, result, _ = calibrated
+    start = load(result["profile"])
+    again = calibrate(Options(**{**opts.__dict__, "validate_only": True, "write_profile": tmp_path / "p.yaml",
+                                 "base_profile": str(result["profile"])}), progress=lambda line: None)
+    r = again["results"][0]
+    assert r["fitted"] == {} and r["fit_evaluations"] == 1
+    prof = load(str(tmp_path / "p.yaml"))
+    assert prof.params["slurm"]["observe_ms"] == start.params["slurm"]["observe_ms"]
+    assert prof.validation["slurm"]["held_out"] == r["held_out"]

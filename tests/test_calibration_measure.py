@@ -56,3 +56,15 @@ def test_the_real_clients_pace_is_re_measured_like_the_apiserver_latencies():
     runs = [(Case("s.yaml", 32, "fit"), {"control_plane": {**kube_result(1.0, 4.0, 3.0)["control_plane"],
                                                            "client_pace_ms": pace}}) for pace in (12.0, 20.0, 16.0)]
     assert extract("kube", runs)[("kube", "client_create_ms")][0] == 16.0
+
+
+def test_a_volcano_run_re_measures_what_a_podgroup_update_costs_the_apiserver():
+    def result(pg_ms):
+        api = {"request_ms_mean": {"create_pod": 4.0, "bind_pod": 3.0, "update_podgroup": pg_ms}}
+        return {"control_plane": {"apiserver": api}}
+    runs = [(Case("s.yaml", 500, "held_out"), result(15.0)), (Case("s.yaml", 500, "held_out"), result(39.0)),
+            (Case("s.yaml", 500, "held_out"), result(20.0))]
+    m = extract("volcano", runs)
+    assert m[("volcano", "podgroup_update_ms")][0] == 20.0
+    assert "PUT podgroups" in m[("volcano", "podgroup_update_ms")][1]
+    assert ("volcano", "podgroup_update_ms") not in extract("volcano", [(Case("s.yaml", 500, "fit"), result(None))])

@@ -4,11 +4,21 @@ import json
 
 import pytest
 
-from loadgen.calibration.volcano_curve import fill, fit, load_curves, table, to_find
+from loadgen.calibration.volcano_curve import (
+    fill,
+    fit,
+    fit_running,
+    load_curves,
+    load_running,
+    running_table,
+    table,
+    to_find,
+    write_profile,
+)
 from loadgen.input.profile import Param
 from loadgen.input.profile import load as load_profile
 from support.paths import ROOT
-from support.volcano_curve import curve
+from support.volcano_curve import curve, running
 
 COSTS = {"base_ms": 2.0, "per_node_us": 5.0, "per_task_us": 100.0, "reject_us": 0.5, "feasible_us": 10.0}
 
@@ -44,3 +54,41 @@ def test_the_twin_on_the_fitted_costs_gives_back_the_curve(tmp_path):
     rows = table(curves, set()).splitlines()
     assert rows[2] == "| 200 | idle session (e2e scheduling latency) | 3 | 3 | 1.0 |"
     assert all(r.endswith("| 1.0 |") for r in rows[2:])
+
+
+def test_the_running_fit_recovers_the_cost_of_a_task_left_running_at_every_size():
+    files = [running(500, 6.0, 80.0), running(2000, 22.0, 80.0, counts=(500, 1000, 1500))]
+    per, sizes = fit_running(files)
+    assert per == pytest.approx(80.0, rel=1e-6)
+    assert sizes == [500, 2000]
+
+
+def test_a_running_file_without_an_idle_session_gives_nothing_to_fit():
+    r = running(2000, 22.0, 80.0)
+    del r["metrics"]["idle"]
+    assert fit_running([r]) == (None, [])
+
+
+def test_the_running_table_puts_the_twins_session_beside_each_count(tmp_path):
+    # twin: 2 ms + 2,000 x 5 us = 12 ms idle; 80 us per running task: 500 -> 52 ms, 1,500 -> 132 ms;
+    # the real file's idle is 22 ms and its tasks cost 80 us each
+    (tmp_path / "running-2000n.json").write_text(json.dumps(running(2000, 22.0, 80.0)))
+    prof = load_profile(str(ROOT / "fakes/profiles/local.yaml"))
+    for key, v in (("session_base_ms", 2.0), ("session_per_node_us", 5.0), ("session_per_running_task_us", 80.0)):
+        prof.params["volcano"][key] = Param(v, "us", "measured", "test", "test")
+    rows = running_table(load_running(tmp_path), prof).splitlines()
+    assert rows[2:] == ["| 2,000 | idle session (e2e scheduling latency) | 22 | 12 | 1.833 |",
+                        "| 2,000 | session, 500 one-pod jobs running, nothing to place (e2e) | 62 | 52 | 1.192 |",
+                        "| 2,000 | session, 1,500 one-pod jobs running, nothing to place (e2e) | 142 | 132 | 1.076 |"]
+
+
+def test_writing_the_running_cost_names_its_files_and_the_command_that_made_them(tmp_path):
+    prof_path = tmp_path / "p.yaml"
+    prof_path.write_text((ROOT / "fakes/profiles/local.yaml").read_text())
+    files = [running(2000, 22.0, 80.0)]
+    write_profile(prof_path, {"session_per_running_task_us": 80.0}, {"running": [2000]}, set(), "python -m x",
+                  [curve(500, **COSTS)], files)
+    p = load_profile(str(prof_path)).params["volcano"]["session_per_running_task_us"]
+    assert (p.value, p.unit, p.provenance) == (80.0, "us", "measured")
+    assert "running-*n.json" in p.source and "over 2,000 nodes" in p.source
+    assert p.command == "synthetic running; python -m x"

@@ -185,3 +185,39 @@ def test_priority_picks_the_victim_only_when_gang_is_not_in_the_first_tier():
     assert rec.admit[2] < 10
     _, rec, events = sim("volcano", jobs, nodes=3, end=3000, overrides=actions)
     assert not [e for e in events if e.kind is Kind.EVICTED] and rec.admit[2] > 1000
+
+
+def test_every_session_after_a_placement_pays_for_the_tasks_left_running():
+    # Job 0's two pods are placed by the session at 2.21 (its open saw none running). From the next
+    # session on, the snapshot holds them: 2 x 100 ms more per session while they run (100 s), so
+    # the sessions that enqueue job 1 (submitted at 3.0) at 3.32 and place it at 4.63 (not 4.43)
+    # last 310 ms, and job 1 is admitted 0.4 s later.
+    jobs = [job(0, 2, t=0.2), job(1, 1, t=3.0)]
+    base, base_rec, _ = sim("volcano", jobs, nodes=4, end=50, overrides=TIMED)
+    over = {**TIMED, "schedulers.volcano.session_per_running_task_us": 1e5}
+    t, rec, _ = sim("volcano", jobs, nodes=4, end=50, overrides=over)
+    assert [s for s, _, _ in t.session_log] == pytest.approx([1.1, 2.21, 3.32, 4.63])
+    assert [round(a - b, 6) for a, b in zip(t.session_ms, base.session_ms)] == [0, 0, 200, 200]
+    assert t.running_tasks == 3
+    assert list(base_rec.admit) == pytest.approx([2.32, 4.54])
+    assert list(rec.admit) == pytest.approx([2.32, 4.94])
+
+
+def test_the_job_updater_writes_each_podgroup_when_its_pods_start_running_at_podgroup_update_ms_a_write():
+    # 17 one-pod jobs: the session at 1.1 enqueues them (17 PodGroup writes: two rounds of 16 at
+    # 50 ms, 100 + 100 ms) and the one at 2.3 places them (17 more, Running). Their binds land
+    # at 2.51; the next session with work (job 17, submitted at 4.0) is at 4.6 and writes the 17
+    # PodGroups whose status.running changed beside job 17's Inqueue: 18, two rounds again. 5.8
+    # places job 17: one write. 17 + 17 + 18 + 1 = 53 PUT podgroups.
+    jobs = [job(i, 1, gpus=1, t=0.2) for i in range(17)] + [job(17, 1, gpus=1, t=4.0)]
+    over = {**TIMED, "schedulers.volcano.podgroup_update_ms": 50}
+    t, rec, _ = sim("volcano", jobs, nodes=8, end=50, overrides=over)
+    assert [(round(s, 3), round(ms, 3)) for s, ms, _ in t.session_log] == [(1.1, 200.0), (2.3, 200.0), (4.6, 200.0),
+                                                                          (5.8, 150.0)]
+    assert t.counters["podgroup_updates"] == 53
+    assert rec.admit[17] == pytest.approx(5.91)
+
+
+def test_a_profile_without_a_podgroup_update_cost_charges_the_apiserver_write():
+    t, _, _ = sim("volcano", [job(i, 1, gpus=1) for i in range(17)], nodes=4, end=100, overrides=TIMED)
+    assert t.pg_update_s == pytest.approx(0.010)

@@ -25,6 +25,10 @@ milliseconds{action}) and each plugin's session open and close
 (volcano_plugin_scheduling_latency_milliseconds), as (sum, count); so the per-node, per-pending-task
 and per-walk costs can be separated by the fit (python -m loadgen.calibration.volcano_curve).
 
+With --running N1,N2 the size runs the idle phase and then, instead of the light and pending phases,
+N1 and then N2 (cumulative) one-pod vcjobs that fit, left Running, with `--sessions` sessions at each
+count: what the jobs a session snapshots but has nothing to do for cost it (running-<nodes>n.json).
+
 With --bench-jobs N the size runs Volcano's tuning-guide case instead (volcano
 docs/user-guide/how_to_tune_volcano_performance.md, benchmark 1: N jobs x 1 pod, no admission
 webhook, both Volcano components at --kube-api-qps/--kube-api-burst 1000): every vcjob created as
@@ -298,6 +302,22 @@ class Probe:
 
     _pending_jobs = 0
 
+    def running(self, count: int, n: int) -> dict:
+        """`count` one-pod jobs in all that fit, created at once and left Running; n sessions with
+        nothing to place: what the jobs a session snapshots but does not schedule cost it."""
+        names = [f"run-{i}" for i in range(self._running_jobs, count)]
+        t0 = time.monotonic()
+        self.create_jobs(names)
+        created_s = round(time.monotonic() - t0, 2)
+        self._running_jobs = count
+        bound = self.wait(lambda: self._bound_count("run-") >= count, 1800, f"{count} running pods not bound")
+        self.sessions(3, 600)                       # the sessions that bound the last of them
+        got, wall = self.sessions(n, 600)
+        return {"jobs": count, "running_tasks": self._bound_count("run-"), "created_s": created_s,
+                "bound_after_s": bound, "wall_s": wall, "per_session": got}
+
+    _running_jobs = 0
+
     def _pods_with(self, prefix: str) -> int:
         with self.lock:
             return sum(1 for p in self.pods if p.startswith(prefix))
@@ -372,7 +392,12 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
     res: dict = {"scheduler": "volcano", "nodes": nodes, "command": evidence.command_line(), "started": started,
                  "volcano_version": VOLCANO_VERSION, "config": dict(CONFIG)}
     bench = bool(args.bench_jobs)
-    path = args.out / (f"bench-{args.bench_jobs}-jobs-{nodes}n.json" if bench else f"curve-{nodes}n.json")
+    if bench:
+        path = args.out / f"bench-{args.bench_jobs}-jobs-{nodes}n.json"
+    elif args.running:
+        path = args.out / f"running-{nodes}n.json"
+    else:
+        path = args.out / f"curve-{nodes}n.json"
     m: dict = {}
     res["metrics"] = m
     c = KubeCluster(ClusterSpec(name=f"vccurve{nodes}", workdir=work / "kube", scheduler=False,
@@ -390,6 +415,14 @@ def measure(nodes: int, args: argparse.Namespace) -> dict:
                     res["figure"] = b.pop("figure")
                     res["offsets_s"] = b.pop("offsets_s")
                 m["bench"] = b
+            elif args.running:
+                m["idle"] = probe.idle(args.sessions)
+                print(f"{nodes} nodes idle: {m['idle']['per_session']}", flush=True)
+                m["running"] = []
+                for count in args.running:
+                    m["running"].append(probe.running(count, args.sessions))
+                    print(f"{nodes} nodes running {count}: {m['running'][-1]['per_session']}", flush=True)
+                    evidence.write(path, {**res, "load_avg": {**quiet, "after": evidence.load_avg()}, "sim": {}})
             else:
                 m["idle"] = probe.idle(args.sessions)
                 print(f"{nodes} nodes idle: {m['idle']['per_session']}", flush=True)
@@ -437,12 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--light-rate", type=float, default=2.0, help="light jobs created per second")
     ap.add_argument("--pending", default="100,1000", help="pending one-pod jobs on the full fleet, cumulative; "
                                                           "empty: no fill and no pending phase")
+    ap.add_argument("--running", default="", help="instead of the light and pending phases: one-pod jobs "
+                                                  "that fit, left Running, cumulative counts (e.g. 500,1500)")
     ap.add_argument("--threads", type=int, default=16, help="client threads creating jobs and fill pods")
     ap.add_argument("--bench-jobs", type=int, default=0, help="run the tuning guide's N x 1-pod case instead")
     ap.add_argument("--bench-timeout", type=float, default=3600.0, help="seconds to wait for the last bind")
     ap.add_argument("--quiet-wait", type=float, default=600.0, help="seconds to wait for a 1-minute load <= 1.5")
     args = ap.parse_args(argv)
     args.pending = [int(x) for x in args.pending.split(",") if x]
+    args.running = [int(x) for x in args.running.split(",") if x]
     rc = 0
     for n in (int(x) for x in args.sizes.split(",")):
         r = measure(n, args)

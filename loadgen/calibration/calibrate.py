@@ -42,6 +42,7 @@ class Options:
     seed: int | None = None
     backend: str = "real"                 # what the twins are compared with (tests use a stand-in)
     keep: tuple[str, ...] = ()            # profile sections the runs must not re-measure (e.g. control_plane)
+    validate_only: bool = False           # keep the fitted values: only re-measure and re-validate
 
 
 def case_scenario(case: Case, name: str, opts: Options, profile: Profile | str | None):
@@ -106,7 +107,7 @@ def calibrate_one(name: str, opts: Options, progress: Progress) -> dict:
     measured = {k: v for k, v in measure.extract(name, [(c, r) for c in cases if c.role == "fit"
                                                          for r in real[c.label]]).items() if k[0] not in opts.keep}
     start_profile = with_values(base, {k: v for k, (v, _) in measured.items()})
-    free = measure.FREE[name]
+    free = [] if opts.validate_only else measure.FREE[name]
     scenarios = {c.label: case_scenario(c, name, opts, None) for c in cases}
 
     def objective(values):

@@ -66,6 +66,50 @@ def load_curves(folder: Path) -> list[dict]:
                   key=lambda d: d["nodes"])
 
 
+def load_running(folder: Path) -> list[dict]:
+    """The running phase's files (python -m fakes.volcano.costcurve --running), one per fleet size."""
+    return sorted((json.loads(p.read_text()) | {"_path": str(p)} for p in folder.glob("running-*n.json")),
+                  key=lambda d: d["nodes"])
+
+
+def running_points(r: dict) -> list[tuple[int, int, float]]:
+    """(nodes, running tasks, e2e ms more than the same size's idle session) per count measured."""
+    m = r["metrics"]
+    idle = _ps(m.get("idle")).get("e2e_ms")
+    if idle is None:
+        return []
+    return [(r["nodes"], q["running_tasks"], _ps(q)["e2e_ms"] - idle) for q in m.get("running") or []
+            if q.get("running_tasks") and _ps(q).get("e2e_ms") is not None]
+
+
+def fit_running(files: list[dict]) -> tuple[float | None, list[int]]:
+    """session_per_running_task_us: what R running tasks add to an idle session, R x this; least
+    squares with relative error over every (size, R)."""
+    pts = [pt for r in files for pt in running_points(r) if pt[2] > 0]
+    if not pts:
+        return None, []
+    x = np.array([[t] for _, t, _ in pts]) / np.array([y for _, _, y in pts])[:, None]
+    (per_task,) = nnls(x, np.ones(len(pts)))
+    return round(float(per_task) * 1000.0, 6), sorted({n for n, _, _ in pts})
+
+
+def running_table(files: list[dict], profile: Profile) -> str:
+    """The running phase: real e2e against the twin's session with the same tasks running."""
+    cfg = profile.params["volcano"]
+    per = cfg["session_per_running_task_us"].value if "session_per_running_task_us" in cfg else 0.0
+    lines = ["| nodes | figure (vc-scheduler metric) | real ms | twin ms | real / twin |", "|---:|---|---:|---:|---:|"]
+    for r in files:
+        n, m = r["nodes"], r["metrics"]
+        idle = cfg["session_base_ms"].value + cfg["session_per_node_us"].value * n / 1000.0
+        for q in [{"running_tasks": 0, "per_session": _ps(m.get("idle"))}] + list(m.get("running") or []):
+            real, tasks = _ps(q).get("e2e_ms"), q["running_tasks"]
+            sim = round(idle + per * tasks / 1000.0, 4)
+            what = f"session, {tasks:,} one-pod jobs running, nothing to place (e2e)" if tasks else \
+                "idle session (e2e scheduling latency)"
+            lines.append(f"| {n:,} | {what} | {_ms(real)} | {_ms(sim)} | {ratio(real, sim)} |")
+    return "\n".join(lines)
+
+
 def _ps(phase: dict | None) -> dict:
     return (phase or {}).get("per_session") or {}
 
@@ -121,9 +165,9 @@ def fit(curves: list[dict], hold_out: set[int]) -> tuple[dict[str, float], dict[
 
 
 # --- the twin on the same workloads --------------------------------------------------------------------
-def _anchor(name: str, nodes: int, jobs, end_s: float) -> Anchor:
+def _anchor(name: str, nodes: int, jobs, end_s: float, **extra) -> Anchor:
     return Anchor("volcano", name, None, "", "fakes/volcano/costcurve.py", "held_out",
-                  {"fleet.nodes": nodes, **CURVE}, jobs, lambda rec: 0.0, end_s=end_s)
+                  {"fleet.nodes": nodes, **CURVE, **extra}, jobs, lambda rec: 0.0, end_s=end_s)
 
 
 def _one_pod(i: int, t: float, tenant: str = "curve", gpus: int = 1) -> Job:
@@ -151,7 +195,9 @@ def twin(c: dict, profile: Profile) -> dict:
         fill = [_one_pod(i, 0.0, "fill", 8) for i in range(n)]
         pend = [_one_pod(n + i, FILL_AT) for i in range(tasks)]
         jobs = fill + pend
-        _, t = simulate(_anchor("pending", n, lambda jobs=jobs: list(jobs), FILL_AT + SETTLE_S + WINDOW_S), profile)
+        # the real fill pods are pinned, not Volcano's: no job of its cache, so no running-task cost
+        _, t = simulate(_anchor("pending", n, lambda jobs=jobs: list(jobs), FILL_AT + SETTLE_S + WINDOW_S,
+                                **{"schedulers.volcano.session_per_running_task_us": 0.0}), profile)
         window = [(ms, w) for s, ms, w in t.session_log if s >= FILL_AT + SETTLE_S]
         out["pending"].append({"tasks": tasks, "sessions": len(window),
                                "e2e_ms": round(float(np.mean([ms for ms, _ in window])), 4) if window else None,
@@ -200,8 +246,8 @@ def table(curves: list[dict], hold_out: set[int]) -> str:
 
 
 def write_profile(path: Path, vals: dict[str, float], used: dict[str, list[int]], hold_out: set[int],
-                  command: str, curves: list[dict]) -> None:
-    fitted = {n for sizes in used.values() for n in sizes}
+                  command: str, curves: list[dict], running: list[dict] = ()) -> None:
+    fitted = {n for phase, sizes in used.items() if phase != "running" for n in sizes}
     curve_cmd = "; ".join(dict.fromkeys(c["command"] for c in curves if c["nodes"] in fitted))
     measured_held = sorted(hold_out & {c["nodes"] for c in curves})
     held = f"; {', '.join(f'{n:,}' for n in measured_held)} nodes held out" if measured_held else ""
@@ -222,19 +268,25 @@ def write_profile(path: Path, vals: dict[str, float], used: dict[str, list[int]]
                                           "P x (session_per_task_us + nodes x this): allocate's walk of every node "
                                           "and what else an unplaceable task costs per node (gang's fit-error "
                                           "message at close)"),
+        "session_per_running_task_us": ("running", "volcano_e2e_scheduling_latency_milliseconds of sessions "
+                                                   "with R one-pod jobs placed and running and nothing to place, "
+                                                   "less the idle sessions', as R x this"),
         "feasible_per_node_us": ("light", "volcano_action_scheduling_latency_milliseconds{action=allocate} of a "
                                           "light stream of one-pod jobs on an empty fleet, less the idle sessions', "
                                           "per job placed, over numNodesToFind(nodes)"),
     }
+    running_cmd = "; ".join(dict.fromkeys(r["command"] for r in running))
     prof = load_profile(str(path))
     for key, value in vals.items():
         phase, text = src[key]
-        old = prof.params["volcano"][key]
+        old = prof.params["volcano"].get(key)
+        files = "running-*n.json" if phase == "running" else "curve-*n.json"
         prof.params["volcano"][key] = Param(
-            value, old.unit, "measured",
+            value, old.unit if old else "us", "measured",
             f"vc-scheduler {'v1.14.1'} on this machine's KWOK stack (fakes/volcano/costcurve.py, "
-            f"results/fidelity-scale/volcano/curve-*n.json), {text}; least squares (relative error, non-negative) "
-            f"over {sizes(phase)} nodes{held}", f"{curve_cmd}; {command}")
+            f"results/fidelity-scale/volcano/{files}), {text}; least squares (relative error, non-negative) "
+            f"over {sizes(phase)} nodes{'' if phase == 'running' else held}",
+            f"{running_cmd if phase == 'running' else curve_cmd}; {command}")
     path.write_text(dump(prof))
 
 
@@ -251,14 +303,21 @@ def main(argv: list[str] | None = None) -> int:
     if not curves:
         print(f"no curve-*n.json in {args.dir}: run python -m fakes.volcano.costcurve first", file=sys.stderr)
         return 2
+    running = load_running(args.dir)
     if args.write_profile:
         vals, used = fit(curves, hold_out)
+        per_running, used_running = fit_running(running)
+        if per_running is not None:
+            vals["session_per_running_task_us"], used["running"] = per_running, used_running
         write_profile(args.write_profile, vals, used, hold_out, "python -m loadgen.calibration.volcano_curve "
-                      + " ".join(sys.argv[1:] if argv is None else argv), curves)
+                      + " ".join(sys.argv[1:] if argv is None else argv), curves, running)
         for k, v in vals.items():
             print(f"volcano.{k} = {v}  (from {', '.join(map(str, used))})")
         args.profile = str(args.write_profile)
     print(table(fill(curves, load_profile(args.profile)), hold_out))
+    if running:
+        print()
+        print(running_table(running, load_profile(args.profile)))
     return 0
 
 

@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="where real runs, fidelity.md and calibration.json go (default results/calibration)")
     p.add_argument("--runs-only", action="store_true", help="only the real runs (kept for a later fit with the "
                    "same --out): bank machine time while the models change")
+    p.add_argument("--validate-only", action="store_true", help="keep the profile's fitted values and only "
+                   "re-validate them (with the runs' measured costs) on the kept runs: after a model change that "
+                   "added measured mechanisms, whether the earlier fit still holds")
     p.add_argument("--keep", help="comma-separated profile sections the runs must not re-measure: "
                    "control_plane keeps the apiserver and etcd costs another scheduler's runs measured (the "
                    "Kubernetes-family schedulers share them)")
@@ -129,7 +132,7 @@ def main(args) -> int:
                    churn={n: args.churn or CHURN.get(n) for n in names}, runs_only=args.runs_only,
                    out_dir=Path(args.out or "results/calibration"), seed=args.seed,
                    write_profile=Path(args.write_profile) if args.write_profile else None,
-                   keep=tuple(x for x in (args.keep or "").split(",") if x),
+                   keep=tuple(x for x in (args.keep or "").split(",") if x), validate_only=args.validate_only,
                    command="gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]))
     out = calibrate(opts, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(out["table"])

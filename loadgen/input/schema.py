@@ -208,6 +208,14 @@ SCENARIO = {
             "session_base_ms": Field(NUM, PROFILE, lo=0),    # one scheduling session: fixed part
             "session_per_node_us": Field(NUM, PROFILE, lo=0),  # ... per node in the snapshot
             "session_per_task_us": Field(NUM, PROFILE, lo=0),  # ... per pending task considered
+            # ... per task placed and still running: the snapshot clones it, proportion and drf count it
+            # (fakes/volcano/costcurve.py --running); a profile without it charges nothing
+            "session_per_running_task_us": Field(NUM, PROFILE, lo=0, fallback=0.0,
+                                                 source="unset in a profile: 0 (a session charged for pending "
+                                                        "tasks only)"),
+            # the job updater's PodGroup write at session close (PUT podgroups); unset: control_plane.write_ms
+            "podgroup_update_ms": Field(NUM, PROFILE, lo=0, fallback=0.0,
+                                        source="unset in a profile: 0, a PodGroup update costs control_plane.write_ms"),
             "reject_per_node_us": Field(NUM, PROFILE, lo=0),   # allocate's predicate walk: a node passed over
             "feasible_per_node_us": Field(NUM, PROFILE, lo=0),  # ... a feasible node found and scored
             "observe_ms": Field(NUM, PROFILE, lo=0),

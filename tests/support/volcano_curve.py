@@ -24,3 +24,11 @@ def curve(nodes: int, base_ms: float, per_node_us: float, per_task_us: float, re
         "pending": [{"jobs": p, "pending_tasks": p,
                      "per_session": _ps(idle + p * per_task_us / 1000.0 + w, w, sessions)}
                     for p, w in zip(pending, walk)]}, "sim": {}}
+
+
+def running(nodes: int, idle_ms: float, per_running_us: float, counts=(500, 1500), sessions: int = 8) -> dict:
+    """A running-phase file (costcurve.py --running): R one-pod jobs running add R x per_running_us."""
+    return {"scheduler": "volcano", "nodes": nodes, "command": "synthetic running", "metrics": {
+        "idle": {"jobs": 0, "per_session": _ps(idle_ms, 0.0, sessions)},
+        "running": [{"jobs": r, "running_tasks": r, "per_session": _ps(idle_ms + r * per_running_us / 1000.0, 0.0,
+                                                                        sessions)} for r in counts]}, "sim": {}}
