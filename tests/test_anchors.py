@@ -99,3 +99,18 @@ def test_a_scheduler_perf_row_quotes_its_own_cycle_histogram_beside_the_twins_cy
     line = perf_cycle({"histograms_ms": {"scheduling_algorithm_duration": h}}, None, Twin())
     assert line.startswith("scheduling_algorithm_duration here: mean 2.55 ms, p50 1.46, p90 6.67, p99 15.89")
     assert line.endswith("the twin's serial cycle 1.46 ms (KWOK stack, light load)")
+
+
+def test_revalidating_runs_a_schedulers_anchors_again_and_keeps_its_fit_record():
+    # `gangstorm calibrate --anchors --validate-only`: after a model change, the stored validation
+    # is what the twin gives today, and nothing fitted or copied moves
+    from loadgen.calibration.anchors import anchors_for, revalidate
+    prof = load("reference")
+    fit, params = prof.validation["volcano"]["fit"], prof.params["volcano"]
+    prof.validation["volcano"]["held_out"]["ratio"] = [9.9, 9.9]
+    report = revalidate(prof, ["volcano"])
+    held = [r for r in table(load("reference"), [a for a in anchors_for("reference") if a.scheduler == "volcano"])
+            if r["role"] == "held_out"]
+    assert report["volcano"]["held_out"]["ratio"] == [held[0]["ratio"], held[0]["ratio"]]
+    assert prof.validation["volcano"] is report["volcano"] and prof.validation["volcano"]["fit"] == fit
+    assert prof.params["volcano"] == params

@@ -642,6 +642,16 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
     return out, report
 
 
+def revalidate(profile: Profile, schedulers: list[str]) -> dict:
+    """Each scheduler's anchors run again on the profile as it is (nothing refitted): the validation
+    a model change leaves, with the fit's record kept."""
+    report = {}
+    for s in schedulers:
+        rows = table(profile, [a for a in anchors_for(profile.name) if a.scheduler == s])
+        profile.validation[s] = report[s] = _validation(rows, (profile.validation.get(s) or {}).get("fit") or {})
+    return report
+
+
 def _validation(rows: list[dict], info: dict) -> dict:
     entry: dict[str, Any] = {"anchors": rows, "fit": info}
     floors = [r for r in rows if r["role"] == "floor"]

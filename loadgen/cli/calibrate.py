@@ -44,7 +44,8 @@ def add_parser(sub) -> None:
                    "same --out): bank machine time while the models change")
     p.add_argument("--validate-only", action="store_true", help="keep the profile's fitted values and only "
                    "re-validate them (with the runs' measured costs) on the kept runs: after a model change that "
-                   "added measured mechanisms, whether the earlier fit still holds")
+                   "added measured mechanisms, whether the earlier fit still holds; with --anchors, the profile's "
+                   "anchors run again and its validation rewritten, nothing copied or refitted")
     p.add_argument("--keep", help="comma-separated profile sections the runs must not re-measure: "
                    "control_plane keeps the apiserver and etcd costs another scheduler's runs measured (the "
                    "Kubernetes-family schedulers share them)")
@@ -73,8 +74,7 @@ def refuse_uncalibrated(names: list[str]) -> None:
 
 
 def anchors_main(args) -> int:
-    from loadgen.calibration.anchors import calibrate_to_anchors
-    from loadgen.input.profile import dump
+    from loadgen.calibration.anchors import calibrate_to_anchors, revalidate
     from loadgen.input.profile import load as load_profile
     from loadgen.model.registry import SCHEDULERS
     names = [s.strip() for s in args.schedulers.split(",") if s.strip()]
@@ -85,6 +85,10 @@ def anchors_main(args) -> int:
     path = Path(args.write_profile or Path(args.out or "results/calibration") / "reference.yaml")
     base = load_profile(args.profile)
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    if args.validate_only:            # the profile as it is, its anchors run again: nothing copied or refitted
+        report = revalidate(base, names)
+        _write_anchor_profile(path, base, report)
+        return 0
     prof, report = calibrate_to_anchors(
         names, base, path.stem, f"production-class hardware: throughput fitted to published figures, the rest "
         f"from profile {base.name} ({base.description})", command)
@@ -95,6 +99,12 @@ def anchors_main(args) -> int:
             kept.params[name] = prof.params[name]
             kept.validation[name] = prof.validation[name]
         prof = kept
+    _write_anchor_profile(path, prof, report)
+    return 0
+
+
+def _write_anchor_profile(path: Path, prof, report: dict) -> None:
+    from loadgen.input.profile import dump
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
     for entry in report.values():
@@ -102,7 +112,6 @@ def anchors_main(args) -> int:
             print(f"{r['anchor']:<40} {r['role']:<9} published {r['figure']:>9.1f}  sim {r['sim']:>9.1f}  "
                   f"ratio {r['ratio']}")
     print(f"profile: {path}")
-    return 0
 
 
 def main(args) -> int:
