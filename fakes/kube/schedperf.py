@@ -24,6 +24,7 @@ in ms) and the nodes each measured pod's cycle evaluated and found feasible (kub
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import glob
 import json
 import os
@@ -32,12 +33,13 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from fakes.kube import evidence
 from fakes.kube.cluster import default_bin_dir
-from fakes.real import procs
+from fakes.real import procfs, procs
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "tools/k8s/scheduler-perf/performance-config.yaml"
@@ -45,6 +47,9 @@ KUBE_VERSION = os.environ.get("KUBE_VERSION", "v1.36.1")
 BINARY = "scheduler_perf.test"
 OUT = REPO / "results/fidelity-scale/kube"
 _BELOW_THRESHOLD = re.compile(r'expected "?SchedulingThroughput"? "?\w+"? to be higher: got [\d.]+, want [\d.]+')
+_BOUND_AT = re.compile(r'^I(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) .*"Successfully bound pod to node" pod="([^/"]+)/', re.M)
+GO_ENV = ("GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG")
+SAMPLE_S = 0.1          # CPU readings during a run, to find the cores used while the measured pods bound
 _BOUND = re.compile(r'"Successfully bound pod to node" pod="([^/"]+)/[^"]+" node="[^"]*" '
                     r'evaluatedNodes=(\d+) feasibleNodes=(\d+)')
 
@@ -88,9 +93,11 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
                "KUBE_INTEGRATION_ETCD_URL": f"http://127.0.0.1:{procs.free_port()}"}
         t0, busy0, ours0 = time.monotonic(), evidence.machine_busy_s(), evidence.children_cpu_s()
         proc = procs.spawn(argv(workload, items), log=log, env=env, cwd=cwd)
+        sampler = CpuSampler(proc.pid)
         try:
             rc = proc.wait(timeout=timeout_s)
         finally:
+            sampler.stop()
             procs.stop(proc.pid)
         wall = time.monotonic() - t0
         ours, busy = evidence.children_cpu_s() - ours0, evidence.machine_busy_s() - busy0
@@ -108,6 +115,11 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
         out["cpu"] = {"benchmark_s": round(ours, 1), "machine_s": round(busy, 1),
                       "benchmark_cores": round(ours / wall, 2),
                       "others_cores": round(max(busy - ours, 0.0) / wall, 2)}
+        # the window in which the measured pods bound: the benchmark's throughput is what the cores
+        # it had then allow, so the CPU a pod cost there is what the twin's shared cores need
+        times = bound_times(text, out["measured_namespace"])
+        if times:
+            out["cpu"]["window"] = window_cpu(sampler.samples, times[0], times[-1], len(times))
         if below:       # the run is complete; only the CI floor in the config failed
             out["below_threshold"] = below.group(0)
         # the throughput collector's progress: elapsed s, attempts, scheduled (scheduler), observed, rate
@@ -119,6 +131,50 @@ def run(workload: str, timeout_s: float = 1800.0, keep: Path | None = None) -> d
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+class CpuSampler:
+    """Every SAMPLE_S: (wall clock, CPU seconds of the benchmark's session, the machine's busy CPU seconds)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.samples, self._done = pid, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            cpu = sum(v for v in (procfs.cpu_seconds(p) for p in procs.session_pids(self.pid)) if v)
+            self.samples.append((time.time(), cpu, evidence.machine_busy_s()))
+            self._done.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5.0)
+
+
+def bound_times(log: str, namespace: str | None, year: int | None = None) -> list[float]:
+    """Epoch seconds of kube-scheduler's "Successfully bound pod to node" lines for the pods of
+    `namespace` (klog's header: Lmmdd hh:mm:ss.uuuuuu, UTC on this machine), in order."""
+    year = year or dt.datetime.now(dt.UTC).year
+    def epoch(mo: str, day: str, hms: str) -> float:
+        return dt.datetime.strptime(f"{year}{mo}{day} {hms}", "%Y%m%d %H:%M:%S.%f").replace(tzinfo=dt.UTC).timestamp()
+    return sorted(epoch(mo, day, hms) for mo, day, hms, ns in _BOUND_AT.findall(log) if ns == namespace)
+
+
+def window_cpu(samples: list[tuple[float, float, float]], t0: float, t1: float, pods: int) -> dict | None:
+    """Cores the benchmark and the machine used between the readings nearest t0 and t1, and the
+    benchmark's CPU per pod bound there; None when the window holds no two readings."""
+    if len(samples) < 2 or pods < 1:
+        return None
+    first = min(samples, key=lambda s: abs(s[0] - t0))
+    last = min(samples, key=lambda s: abs(s[0] - t1))
+    wall = last[0] - first[0]
+    if wall <= 0:
+        return None
+    return {"seconds": round(wall, 2), "pods": pods, "pods_per_s": round(pods / (t1 - t0), 1) if t1 > t0 else None,
+            "benchmark_cores": round((last[1] - first[1]) / wall, 3),
+            "machine_cores": round((last[2] - first[2]) / wall, 3),
+            "cpu_ms_per_pod": round((last[1] - first[1]) / pods * 1000.0, 3)}
 
 
 def parse(data_items: dict, log: str) -> dict:
@@ -193,7 +249,13 @@ def bench(workload: str, out_dir: Path = OUT, runs: int = 1) -> dict:
         # cores the benchmark itself used over its whole run (setup included): near 2, the machine
         # rather than the scheduler may have been its limit
         "runs_benchmark_cores": [r["cpu"]["benchmark_cores"] for r in results],
+        # while the measured pods bound: the cores the benchmark used and the CPU each pod cost it
+        # (its apiserver, etcd, client and scheduler together; fakes/sim/cores.py)
+        "runs_window": [r["cpu"].get("window") for r in results],
         "command": evidence.command_line(), "started": started,
+        # the Go runtime's settings the benchmark ran with, when the environment set any (GOGC=off:
+        # no garbage collection, what the collector costs a pod)
+        **({"go_env": go_env} if (go_env := {k: os.environ[k] for k in GO_ENV if k in os.environ}) else {}),
         "load_avg": {**quiet, "after": evidence.load_avg()},
         "binary": f"k8s.io/kubernetes {KUBE_VERSION} test/integration/scheduler_perf/misc (make scheduler-perf)",
         "config": str(CONFIG.relative_to(REPO)),
