@@ -24,7 +24,9 @@ fidelity-scale: fidelity-scale-kube fidelity-scale-slurm fidelity-scale-ray fide
 
 # kube: the KWOK stack's cost curve plus scheduler_perf SchedulingBasic at each size (about 45
 # minutes on 2 cores), then the twin's figures for the same workloads; and gangstorm's own create
-# rate, old client vs the adapters' create path, against 0 and 500 KWOK nodes (about 10 minutes).
+# rate, old client vs the adapters' create path, against 0 and 500 KWOK nodes (about 10 minutes);
+# the create bursts of the adapters' path and every scheduler_perf workload with its CPU readings
+# (about 25 minutes), then the shared cores fitted from them (loadgen/calibration/shared_cores.py).
 fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500,2000,5000,10000 --perf \
 	  --out results/fidelity-scale/kube
@@ -32,7 +34,16 @@ fidelity-scale-kube: $(STAMP) k8s-bins scheduler-perf
 	  --rates max,100,200,300,400,600,max --out results/fidelity-scale/kube
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.createrate --nodes 500 \
 	  --rates max,100,200,300,400,600,max --out results/fidelity-scale/kube
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 500 --burst-only --client new \
+	  --burst-pods 6000 --out results/fidelity-scale/kube
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.costcurve --sizes 2000,10000 --burst-only --client new \
+	  --burst-pods 6000 --out results/fidelity-scale/kube
+	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.kube.schedperf \
+	  --workloads 500Nodes,500Nodes_5000Pods,2000Nodes,2000Nodes_10000Pods,5000Nodes_10000Pods,10000Nodes_10000Pods \
+	  --runs 3 --out results/fidelity-scale/kube
 	$(BIN)/python -m loadgen.calibration.kube_curve --dir results/fidelity-scale/kube
+	$(BIN)/python -m loadgen.calibration.shared_cores --write-profile fakes/profiles/local.yaml
+	$(BIN)/gangstorm profile anchors local --schedulers kube
 
 # Slurm: about 100 minutes on 2 cores (10,000 slurmd need ~11 GB): slurmctld's cost curve (sdiag)
 # with the submit-and-start and submit-and-execute bursts; the twin's slurmctld costs refitted from it

@@ -98,7 +98,21 @@ def test_a_scheduler_perf_row_quotes_its_own_cycle_histogram_beside_the_twins_cy
     h = {"Average": 2.5472, "Perc50": 1.4618, "Perc90": 6.6667, "Perc99": 15.8933}
     line = perf_cycle({"histograms_ms": {"scheduling_algorithm_duration": h}}, None, Twin())
     assert line.startswith("scheduling_algorithm_duration here: mean 2.55 ms, p50 1.46, p90 6.67, p99 15.89")
-    assert line.endswith("the twin's serial cycle 1.46 ms (KWOK stack, light load)")
+    assert line.endswith("the twin's serial cycle 1.46 ms (the KWOK stack's quiet costs)")
+
+
+def test_a_scheduler_perf_row_says_how_full_the_machine_was_and_how_often_the_twin_was_short_of_cores():
+    from loadgen.calibration.anchors import perf_cycle
+
+    class Twin:
+        def control_plane(self):
+            return {"scheduling_cycle_ms_mean": 2.21, "cycles_short_of_cores": 735, "scheduled_pods": 1500}
+    h = {"Average": 2.23, "Perc50": 1.34, "Perc90": 5.46, "Perc99": 15.48}
+    wins = [{"benchmark_cores": c, "cpu_ms_per_pod": m} for c, m in ((1.95, 4.4), (1.93, 4.5), (1.96, 4.7))]
+    line = perf_cycle({"histograms_ms": {"scheduling_algorithm_duration": h}, "runs_window": wins + [None]},
+                      None, Twin())
+    assert ("; while its measured pods bound it used 1.95 cores, 4.50 ms of CPU a pod; the twin's serial cycle "
+            "2.21 ms (the KWOK stack's quiet costs, 49% of them short of cores)") in line
 
 
 def test_revalidating_runs_a_schedulers_anchors_again_and_keeps_its_fit_record():

@@ -13,7 +13,10 @@ Mechanisms modeled (the ones that matter at 10k nodes), as kube-scheduler v1.36.
   points (fakes/kube/costcurve.py). The 16 parallel Filter/Score workers are inside those
   per-node costs (wall time on this machine's cores), not a separate term. Each cycle takes its
   own time around that mean (cycle_sigma: lognormal, fitted to the algorithm histogram's buckets;
-  fakes/sim/latency.py), and the pods queued behind a slow one wait for it.
+  fakes/sim/latency.py), and the pods queued behind a slow one wait for it. On a machine the
+  control plane shares (control_plane.cores), a cycle that gets fewer cores than it uses
+  (cycle_cores) while the rest of the control plane works on the pods just placed takes longer
+  (fakes/sim/cores.py).
 - Filter (NodeResourcesFit): GPUs, CPUs and memory; every pod requests POD_MEMORY_GIB and at
   least one cpu (traits.pod_cpus), what the real adapter (fakes/kube/target.py) sends.
 - Score, in kube-scheduler's integer arithmetic: NodeResourcesFit LeastAllocated or
@@ -59,6 +62,7 @@ from fakes.kube.gpuapi import choose_api
 from fakes.kube.traits import KubeTraits, pod_cpus
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
+from fakes.sim.cores import SharedCores
 from fakes.sim.kubefamily import KubeFamily
 from fakes.sim.latency import Latency, stream
 from fakes.sim.state import ClusterState
@@ -234,6 +238,8 @@ class SimKube(KubeTraits, KubeFamily):
         self.coscheduling = bool(c["coscheduling"])
         self.cycle_ms = []
         self.cycle_spread = Latency(1.0, float(c["cycle_sigma"]), stream(ctx.seed, CYCLE_STREAM_TAG))
+        self.shared = SharedCores.from_config(ctx.control_plane)
+        self.cycle_cores = float(c["cycle_cores"])
         self.nodes_examined = [0, 0]                # nodes Filter examined, nodes scored: totals
         self.scorers: dict[tuple[int, int], Scorer] = {}
         # under DRA no node lists a GPU resource: the node score never sees GPUs (fakes/kube/gpuapi.py)
@@ -425,7 +431,8 @@ class SimKube(KubeTraits, KubeFamily):
         for i in range(pods):
             if not self.state.member_fits(js.job):
                 # Every remaining pod of this job walks all nodes and fails.
-                clock += self._cycle_s(self.fleet.nodes, 0, self.fleet.nodes) * (pods - i)
+                clock += (self._cycle_s(self.fleet.nodes, 0, self.fleet.nodes) * (pods - i)
+                          * self.shared.stretch(clock, self.cycle_cores))
                 self._count("failed_attempts", pods - i)
                 self._park(js, clock)
                 break
@@ -433,7 +440,8 @@ class SimKube(KubeTraits, KubeFamily):
                 feasible = FeasibleNodes(self.state, self.state.free_mem, g, c, POD_MEMORY_GIB)
             nodes, examined = self._candidates(g, c, js.job if sliced else None, feasible)
             scored = len(nodes) if len(nodes) > 1 else 0       # one feasible node: no Score
-            cycle = self._cycle_s(examined, scored, examined - len(nodes)) * self.cycle_spread.draw()
+            cycle = (self._cycle_s(examined, scored, examined - len(nodes)) * self.cycle_spread.draw()
+                     * self.shared.stretch(clock, self.cycle_cores))
             self.nodes_examined[0] += examined
             self.nodes_examined[1] += scored
             clock += cycle
@@ -454,6 +462,7 @@ class SimKube(KubeTraits, KubeFamily):
                 if feasible is not None:
                     feasible.placed(node)
             self._count("scheduled_pods")
+            self.shared.placed(clock)
             if self.coscheduling:
                 js.extra["reserved"] += 1
                 self._permit(js, clock)
@@ -551,5 +560,6 @@ class SimKube(KubeTraits, KubeFamily):
                 "nodes_scored_mean": round(self.nodes_examined[1] / max(len(self.cycle_ms), 1), 2),
                 "api_qps": self.cfg["api_qps"], "api_burst": self.cfg["api_burst"],
                 "coscheduling": self.coscheduling,
+                **({"cycles_short_of_cores": self.shared.stretches} if self.shared.on else {}),
                 "busy_s": {**self.cp.busy_s(), "scheduling-cycle": round(self.cycle_busy_s, 6),
                            "client-qps-limiter": round(self.limiter.busy_s, 6)}}

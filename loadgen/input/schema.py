@@ -179,6 +179,10 @@ SCENARIO = {
             # scheduler_scheduling_algorithm_duration_seconds' buckets; 0: every cycle takes its mean
             "cycle_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
                                  source="no spread measured: every cycle takes its mean"),
+            # the cores a cycle uses on a quiet machine: with control_plane.cores set, a cycle that
+            # gets fewer (the rest of the control plane busy beside it) takes longer (fakes/sim/cores.py)
+            "cycle_cores": Field(NUM, PROFILE, lo=0, hi=64, fallback=0.0,
+                                 source="not measured: a cycle takes its quiet cost whatever else runs"),
             "observe_ms": Field(NUM, PROFILE, lo=0),         # bind -> the client's watch sees it
             "release_ms": Field(NUM, PROFILE, lo=0),          # a job done -> its resources schedulable again
             "client_create_ms": Field(NUM, PROFILE, lo=0),    # the client sends one pod create per this (its pace)
@@ -376,6 +380,13 @@ SCENARIO = {
                              source="no spread measured: every request takes write_ms"),
         "create_sigma": Field(NUM, PROFILE, lo=0, hi=3, fallback=0.0,
                               source="no spread measured: every request takes create_ms"),
+        # the machine the control plane shares with the scheduler's loop (fakes/sim/cores.py): its
+        # cores (0: machines of its own, nothing shared), what the stack uses with nothing to
+        # schedule, and the CPU the rest of it spends per pod placed (create, bind, watches, KWOK)
+        "cores": Field(NUM, PROFILE, lo=0, hi=4096, fallback=0.0,
+                       source="unset: the control plane has machines of its own, nothing shared"),
+        "idle_cores": Field(NUM, PROFILE, lo=0, hi=4096, fallback=0.0, source="unset: 0"),
+        "pod_cpu_ms": Field(NUM, PROFILE, lo=0, fallback=0.0, source="unset: 0"),
         "object_bytes": {"pod": Field(NUM, PROFILE, lo=1), "podgroup": Field(NUM, PROFILE, lo=1)},
         "node_bytes": Field(NUM, PROFILE, lo=0),          # a Node object in etcd
         "lease_bytes": Field(NUM, PROFILE, lo=0),         # a node Lease in etcd
