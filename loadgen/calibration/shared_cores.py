@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.calibration.anchors import ANCHORS, ROOT, simulate
+from loadgen.calibration.anchors import ANCHORS, ROOT, SHARED_CORES, simulate
 from loadgen.input.profile import Param, Profile, dump
 from loadgen.input.profile import load as load_profile
 
 KUBE_DIR = ROOT / "results/fidelity-scale/kube"
-RESULT = "shared-cores.json"
+RESULT = Path(SHARED_CORES).name
 FIT = ("500Nodes", "2000Nodes")
 OTHERS = ("kube-apiserver", "etcd", "generator")      # what works on a pod besides the scheduler
 
@@ -57,7 +57,10 @@ def window_points(directory: Path, workloads: list[str]) -> dict[str, dict]:
 
 def quiet_cycle_ms(workload: str, profile: Profile) -> float:
     """The twin's serial cycle for a scheduler_perf workload with nothing else on the machine."""
-    anchor = next(a for a in ANCHORS if a.profile == "local" and a.measured_file.endswith(f"bench-{workload}.json"))
+    anchor = next((a for a in ANCHORS if a.profile == "local" and a.measured_file.endswith(f"bench-{workload}.json")),
+                  None)
+    if anchor is None:
+        raise ValueError(f"--fit: {workload!r} is not a scheduler_perf workload of the local anchors")
     quiet = dataclasses.replace(anchor, remeasured=None, scenario={**anchor.scenario, "control_plane.cores": 0.0})
     return simulate(quiet, profile)[1].control_plane()["scheduling_cycle_ms_mean"]
 
@@ -70,10 +73,14 @@ def fit_line(cycles: list[float], cpu: list[float]) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
+def burst_files(directory: Path) -> list[Path]:
+    """The cost curve's create bursts of the adapters' path, smallest fleet first."""
+    return sorted(directory.glob("burst-*n-new.json"), key=lambda p: int(p.name.split("-")[1].removesuffix("n")))
+
+
 def kwok_stack(directory: Path) -> dict:
     """The KWOK stack's CPU per pod outside the scheduler and its idle load, median over the bursts."""
-    files = sorted(directory.glob("burst-*n-new.json"), key=lambda p: int(p.name.split("-")[1].removesuffix("n")))
-    per_pod, idle = [], []
+    files, per_pod, idle = burst_files(directory), [], []
     for path in files:
         kw = json.loads(path.read_text())["metrics"]["kwok"]
         cores, rate = kw["burst"].get("cores_while_creating", {}), kw["burst"].get("bound_per_s")
@@ -96,7 +103,7 @@ def burst_check(directory: Path, profile: Profile) -> list[dict]:
     stack's CPU per pod, which the profile takes from them."""
     from loadgen.calibration.kube_curve import _anchor, _bind_rate, _paced
     rows = []
-    for path in sorted(directory.glob("burst-*n-new.json"), key=lambda p: int(p.name.split("-")[1].removesuffix("n"))):
+    for path in burst_files(directory):
         data = json.loads(path.read_text())
         b, nodes = data["metrics"]["kwok"]["burst"], data["nodes"]
         row = {"nodes": nodes, "pods": b["pods"], "created_per_s": b["created_per_s"],
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = calibrate(args.dir, load_profile(args.profile), [w for w in args.fit.split(",") if w],
                            os.cpu_count() or 1)
-    except (OSError, ValueError, KeyError, StopIteration) as exc:
+    except (OSError, ValueError, KeyError) as exc:
         print(f"shared_cores: {exc}", file=sys.stderr)
         return 2
     result["command"] = command
