@@ -18,6 +18,7 @@ import pytest
 from fakes.kube.cluster import COMPONENT_NAMES, BinariesMissing, leftover_processes, require_binaries
 from support.gangfirst import with_a_gang_first
 from support.paths import ROOT
+from support.tails import assert_merged_tails_are_the_per_job_ones
 
 pytestmark = pytest.mark.real
 
@@ -201,7 +202,6 @@ def test_volcano_on_an_existing_cluster_uses_its_volcano_and_removes_its_queues(
 def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_merged_tails(kube_cluster):
     import csv
 
-    from loadgen.measure.statistics import latency_stats
     state, env, tmp = kube_cluster
     out = tmp / "two-workers"
     r = gangstorm("locust", str(SCENARIO), "--kubeconfig", state["connect"]["--kubeconfig"],
@@ -218,9 +218,5 @@ def test_two_locust_workers_share_one_existing_cluster_observed_once_with_exact_
     rows = list(csv.DictReader((out / "jobs.csv").open()))
     assert len(rows) == 70
     admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
-    # the merged tails are the per-job ones, exactly; the mean of jobs.csv's 6-decimal values may
-    # differ from the mean of the unrounded ones in the last decimal
-    merged, per_job = dict(kube["admission_s"]), latency_stats(admitted)
-    assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
-    assert merged == per_job
+    assert_merged_tails_are_the_per_job_ones(kube["admission_s"], admitted)
     assert labelled(core(state)) == {"pods": 0, "namespaces": 0, "nodes": 0, "configmaps": 0}

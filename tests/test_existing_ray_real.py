@@ -23,6 +23,7 @@ from fakes.real.procs import alive, session_pids
 from support.paths import ROOT as REPO
 from support.ray_cluster import NODES, cluster_down, cluster_up, gangstorm, run, write_scenario
 from support.ray_fleet import ray_or_fail
+from support.tails import assert_merged_tails_are_the_per_job_ones
 
 pytestmark = pytest.mark.real
 
@@ -148,7 +149,6 @@ def test_two_locust_workers_share_one_existing_ray_polled_once_with_exact_merged
     import csv
     import socket
 
-    from loadgen.measure.statistics import latency_stats
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -175,9 +175,7 @@ def test_two_locust_workers_share_one_existing_ray_polled_once_with_exact_merged
     rows = list(csv.DictReader((out / "jobs.csv").open()))
     assert len(rows) == 156
     admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
-    merged, per_job = dict(ray["admission_s"]), latency_stats(admitted)
-    assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
-    assert merged == per_job
+    assert_merged_tails_are_the_per_job_ones(ray["admission_s"], admitted)
 
     found = survey(cluster["address"])
     foreign = [pg for pg in found["placement_groups"] if pg["name"] == FOREIGN]

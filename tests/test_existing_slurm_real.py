@@ -22,6 +22,7 @@ from loadgen.model.fleet import Fleet
 from loadgen.model.job import Job
 from loadgen.model.target import Existing, TargetContext
 from support.slurm import need_slurm
+from support.tails import assert_merged_tails_are_the_per_job_ones
 
 GANGSTORM = [str(Path(sys.executable).with_name("gangstorm"))] if Path(sys.executable).with_name("gangstorm").exists() \
     else [sys.executable, "-m", "loadgen.cli.main"]
@@ -260,7 +261,6 @@ def test_two_locust_workers_share_one_existing_slurm_polled_once_with_exact_merg
     chaos plan and the clean-up; the merged tails are the per-job ones, exactly."""
     import csv
 
-    from loadgen.measure.statistics import latency_stats
     foreign = cluster.foreign_job()
     out = tmp_path / "two-workers"
     t0 = time.monotonic()
@@ -285,9 +285,7 @@ def test_two_locust_workers_share_one_existing_slurm_polled_once_with_exact_merg
     rows = list(csv.DictReader((out / "jobs.csv").open()))
     assert len(rows) == JOBS
     admitted = [float(row["admission_s"]) for row in rows if row["admitted_s"]]
-    merged, per_job = dict(res["admission_s"]), latency_stats(admitted)
-    assert merged.pop("mean") == pytest.approx(per_job.pop("mean"), abs=1e-6)
-    assert merged == per_job
+    assert_merged_tails_are_the_per_job_ones(res["admission_s"], admitted)
 
     only_the_foreign_job_is_left(cluster, foreign)
 
