@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def interrupted_then_resumed(tmp_path: Path, address: str, env: dict) -> None:
     (tmp_path / "big.yaml").write_text(BIGGER)
     out = tmp_path / "interrupted"
     argv = [*gangstorm(), "sweep", str(tmp_path / "big.yaml"), "--out", str(out), "--ray-address", address]
+    before = _cell_folders()
     p = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
@@ -104,6 +106,7 @@ def interrupted_then_resumed(tmp_path: Path, address: str, env: dict) -> None:
     assert p.returncode == 130, err
     assert f"partial results kept in {out}" in err
     assert _drivers(Path(env["GANGSTORM_CLUSTERS_DIR"])) == []
+    assert _cell_folders() - before == set()        # the cancelled tasks removed their temporary folders
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and 2 <= summary["cells"]["done"] < 16
     done = sum(not cell_problems(out / e["dir"], e["fingerprint"]) for e in read_index(out))   # from the folders
@@ -111,3 +114,8 @@ def interrupted_then_resumed(tmp_path: Path, address: str, env: dict) -> None:
     assert r.returncode == 0, r.stderr
     assert f"16 cells; {done} complete from before, {16 - done} to run" in r.stderr
     assert {e["status"] for e in read_index(out)} == {"done"}
+
+
+def _cell_folders() -> set[str]:
+    """The temporary folders Ray tasks produce cells in (drive/sweep_cell.run_archived)."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob("gangstorm-cell-*")}

@@ -42,6 +42,7 @@ from loadgen.model.errors import BackendError, UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_WAIT_S = 30.0
+CANCEL_GRACE_S = 10.0     # a cancelled cell's cleanup: well inside STOP_WAIT_S
 # the driver's Ray settings: no usage reporting; a loopback cluster keeps the driver's node IP on
 # 127.0.0.1 (Ray otherwise resolves 127.0.0.1 to the machine's routable address)
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
@@ -235,12 +236,26 @@ def drive(job: dict) -> None:
         if not pending:
             _emit({"ev": "finished"})
     finally:
-        for ref in pending:
+        _cancel(ray, list(pending))
+        ray.shutdown()
+
+
+def _cancel(ray, refs: list) -> None:
+    """Stop the tasks still out. A plain cancel raises KeyboardInterrupt in a running task, so its
+    own cleanup runs (run_archived removes its temporary folder; a forced cancel kills the worker
+    before it can, which left one /tmp/gangstorm-cell-* per running task); what has not stopped
+    within CANCEL_GRACE_S is then killed."""
+    for force in (False, True):
+        for ref in refs:
             try:
-                ray.cancel(ref, force=True)
+                ray.cancel(ref, force=force)
             except Exception:           # noqa: BLE001 (already finished or gone)
                 pass
-        ray.shutdown()
+        if not force and refs:
+            try:
+                _, refs = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+            except Exception:           # noqa: BLE001 (the cluster went away: nothing left to stop)
+                return
 
 
 def main() -> int:
