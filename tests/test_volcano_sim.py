@@ -73,6 +73,25 @@ def test_a_sync_holds_its_controller_worker_until_its_last_call_returns(workers,
     assert t.worker_free == pytest.approx(free)
 
 
+@pytest.mark.parametrize("cores, idle, per_job_ms, free, short", [
+    (0, 0, 0, 0.05, None),     # no cores given: a control plane with machines of its own
+    (2, 0, 150, 0.08, 2),      # the vcjob's create asks 1.5 cores over the 0.1 s window: half a core left
+    (2, 1.5, 0, 0.08, 2),      # the stack's idle demand alone leaves half a core
+    (2, 0.9, 0, 0.05, 0),      # 1.1 cores left: a call's one core is there
+    (2, 0, 50, 0.05, 0),       # the create asks 0.5 cores: 1.5 left
+])
+def test_a_controller_call_takes_longer_when_the_rest_of_the_control_plane_holds_the_cores(
+        cores, idle, per_job_ms, free, short):
+    # The vcjob returns at 0.02 and its sync makes two calls on the one worker: the status update
+    # (10 ms) and the PodGroup create (20 ms), free at 0.05 on a quiet machine. With half a core
+    # left for a call that uses one (REQUEST_CORES), both take twice as long: 0.02 + 0.02 + 0.04.
+    over = {**TIMED, "schedulers.volcano.controller_workers": 1, "control_plane.cores": cores,
+            "control_plane.idle_cores": idle, "control_plane.pod_cpu_ms": per_job_ms}
+    t, _, _ = sim("volcano", [job(0, 1, gpus=1)], nodes=4, end=0.5, overrides=over)
+    assert t.worker_free == pytest.approx([free])
+    assert t.control_plane().get("controller_calls_short_of_cores") == short
+
+
 def test_one_worker_makes_a_burst_of_jobs_wait_for_each_others_syncs():
     # 1 s per call: with one worker, job 2's first sync starts when jobs 0 and 1 have had theirs
     # (2 s each), so its PodGroup exists only at 1 + 3 x 2 = 7 s, and it is enqueued and bound

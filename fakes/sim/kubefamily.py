@@ -75,11 +75,11 @@ class KubeFamily(SimTarget):
             return
         self._at(t + self.cpcfg["client_retry_s"], self._create, js, first_try)
 
-    def returned(self, sent: list[float], latency: Latency) -> float:
-        """When the slowest of requests sent at these times returns."""
+    def returned(self, sent: list[float], latency: Latency, slow: float = 1.0) -> float:
+        """When the slowest of requests sent at these times returns, each `slow` times its latency."""
         if latency.sigma <= 0.0:
-            return max(sent) + latency.mean_s
-        return max(at + latency.draw() for at in sent)
+            return max(sent) + latency.mean_s * slow
+        return max(at + latency.draw() * slow for at in sent)
 
     def _created(self, t: float, js: JobState) -> None:
         self._emit(t, js.job.id, Kind.SUBMITTED)

@@ -9,8 +9,13 @@ The path of a gang:
    worker is its key's hash modulo the workers, here its id), and a sync makes its calls one after
    another and holds its worker until the last returns (pkg/controllers/job: initiateJob, syncJob),
    so a burst of jobs queues at the workers once the calls' latency, not the client's rate, bounds
-   them. Once a job's pods are bound, their new status brings it back to its worker for one more
-   status update (in a 20-job run here the controller wrote 2.65 job statuses per job).
+   them. On a machine the control plane shares (control_plane.cores, fakes/sim/cores.py), each
+   vcjob the client creates asks the stack for pod_cpu_ms of CPU, and a controller call that goes
+   out while the others ask for more than cores - REQUEST_CORES takes as much longer as its share
+   is short: a 2,000-job burst at 176 creates/s leaves it half a core (real: vc-controller-manager
+   used 0.10 cores while the vcjobs were created, the apiserver, etcd and the client 1.69). Once a
+   job's pods are bound, their new status brings it back to its worker for one more status update
+   (in a 20-job run here the controller wrote 2.65 job statuses per job).
 3. A session's enqueue moves the PodGroup to Inqueue if its queue has room (proportion:
    allocated + inqueue + the job's minimum - elastic <= min(capability, cluster)); the status is
    written when the session closes.
@@ -71,6 +76,7 @@ import numpy as np
 from fakes.kube.sim import num_feasible_nodes_to_find
 from fakes.sim.base import JobState
 from fakes.sim.controlplane import TokenBucket
+from fakes.sim.cores import SharedCores
 from fakes.sim.kubefamily import KubeFamily
 from fakes.volcano.traits import VolcanoTraits
 from loadgen.model.gpushare import MILLI
@@ -79,6 +85,9 @@ from loadgen.model.target import TargetContext
 FIRST_TIER = ("priority", "gang", "conformance")   # as the real backend's scheduler_conf tiers them
 STATUS_WORKERS = 16        # volcano pkg/scheduler/framework/job_updater.go jobUpdaterWorker
 CONTROLLER_WORKERS = 3     # vc-controller-manager --worker-threads default (v1.14.1 cmd/controller-manager/app/options)
+# a call's CPU runs on one goroutine at a time (the controller's, then the apiserver's handler): alone,
+# at most one core; with 0.93 (kube.cycle_cores, fitted) the 2k-jobs anchor moves from 0.85 to 0.83
+REQUEST_CORES = 1.0
 SHARE_DELTA = 1e-6         # volcano pkg/scheduler/plugins/drf/drf.go shareDelta
 
 
@@ -126,6 +135,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
         n_workers = c.get("controller_workers") or CONTROLLER_WORKERS
         self.workers: list[deque] = [deque() for _ in range(n_workers)]   # the job controller's: syncs queued
         self.worker_free = [0.0] * n_workers                               # when each last went idle
+        self.shared = SharedCores.from_config(ctx.control_plane)
         self.podgroup_bytes = ctx.control_plane["object_bytes"]["podgroup"]
         self.pending_pg: dict[int, JobState] = {}    # PodGroup Pending, seen by the next session
         self.inqueue: dict[int, JobState] = {}       # PodGroup Inqueue or Running, tasks left to place
@@ -210,6 +220,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
     def _enqueue(self, js: JobState, t: float) -> None:
         """The vcjob exists: a sync initializes its status, then creates its PodGroup."""
         js.extra.update(gen=0, pods=0, asked=0, placed=0, phase="new", unschedulable=False)
+        self.shared.placed(t)
         self._worker_sync(t, js, [(self.podgroup_bytes, 0.0, None, 1),
                                   (self.podgroup_bytes, None, self._podgroup_created, 1)])
 
@@ -237,18 +248,21 @@ class SimVolcano(VolcanoTraits, KubeFamily):
     def _controller(self, t: float, js: JobState, nbytes: float, live: float | None, then, n: int = 1) -> float:
         """n writes by the job controller (issued concurrently, as it creates a job's pods): each
         waits for its rate limiter; a create returns create_ms (its mean) after it goes out, an
-        update write_ms. Returns when the last one has returned."""
+        update write_ms, both `slow` times longer when the machine's cores are short at t. Returns
+        when the last one has returned."""
         latency = self.create_latency if live is None else self.write_latency
+        slow = self.shared.stretch(t, REQUEST_CORES)
         if n == 1:
             out = self.ctrl.acquire(t)
-            self._at(out, self._controller_write, js, js.extra["gen"], nbytes, live, then, 1)
-            return out + latency.draw()
+            self._at(out, self._controller_write, js, js.extra["gen"], nbytes, live, then, 1, slow)
+            return out + latency.draw() * slow
         times = [self.ctrl.acquire(t) for _ in range(n)]
         for at in sorted(set(times)):
-            self._at(at, self._controller_write, js, js.extra["gen"], nbytes, live, then, times.count(at))
-        return self.returned(times, latency)
+            self._at(at, self._controller_write, js, js.extra["gen"], nbytes, live, then, times.count(at), slow)
+        return self.returned(times, latency, slow)
 
-    def _controller_write(self, t: float, js: JobState, gen: int, nbytes: float, live, then, n: int) -> None:
+    def _controller_write(self, t: float, js: JobState, gen: int, nbytes: float, live, then, n: int,
+                          slow: float = 1.0) -> None:
         if js.done or gen != js.extra["gen"]:
             return
         ok = 0
@@ -259,7 +273,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
             self._count("controller_writes_refused", n - ok)
             self.blocked.append((js, gen, nbytes, live, then, n - ok))
         if then is not None and ok:
-            self._at(t + self.create_latency.slowest(ok), then, js, gen, ok)
+            self._at(t + self.create_latency.slowest(ok) * slow, then, js, gen, ok)
 
     def _podgroup_created(self, t: float, js: JobState, gen: int, n: int) -> None:
         if js.done or gen != js.extra["gen"]:
@@ -856,6 +870,7 @@ class SimVolcano(VolcanoTraits, KubeFamily):
                 "session_walk_ms_mean": round(float(np.mean([w for _, _, w in self.session_log]))
                                               if self.session_log else 0.0, 4),
                 "podgroup_updates": int(self.counters.get("podgroup_updates", 0)),   # PUT podgroups
+                **({"controller_calls_short_of_cores": self.shared.stretches} if self.shared.on else {}),
                 "busy_s": {**self.cp.busy_s(), "volcano-session": round(float(sum(self.session_ms)) / 1000.0, 6),
                            "client-qps-limiter": round(self.limiter.busy_s, 6),
                            "controller-qps-limiter": round(self.ctrl.busy_s, 6)}}
