@@ -55,7 +55,7 @@ fidelity-scale-slurm: $(STAMP) slurm-deps
 	  --settle 300 --out results/fidelity-scale/slurm
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m fakes.slurm.costcurve --sizes 5000,10000 --burst 1000 --settle 300 \
 	  --out results/fidelity-scale/slurm
-	$(BIN)/python -m loadgen.calibration.slurm_curve --hold-out 5000 --write-profile fakes/profiles/local.yaml --fill
+	$(BIN)/python -m loadgen.calibration.slurm_curve --hold-out 5000,10000 --write-profile fakes/profiles/local.yaml --fill
 	$(if $(CPU_LOCK),flock $(CPU_LOCK)) $(BIN)/python -m loadgen.calibration.scale_check --scheduler slurm --nodes 2000 \
 	  --duration-h 0.25 --time-scale 1
 	$(BIN)/gangstorm profile anchors local --schedulers slurm

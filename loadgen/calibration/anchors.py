@@ -375,6 +375,8 @@ ANCHORS: list[Anchor] = [
     _ray_anchor(40, None, "fit", "local"),
     *[_slurm_burst(what, nodes, role) for nodes, role in ((500, "fit"), (2000, "held_out"))
       for what in ("accept", "start", "execute")],
+    # the same burst inside the 5,000- and 10,000-node cost-curve runs (no execute phase there)
+    *[_slurm_burst(what, nodes, "held_out") for nodes in (5000, 10000) for what in ("accept", "start")],
     Anchor("volcano", "volcano-10k-jobs-1-pod", 10_000 / 180.0, "pods/s", VC_DOC, "held_out",
            VC_CURVE_CLIENT, _burst(0, 10_000), throughput(0)),
     # the same case measured here, held out: the local profile's session costs come from the cost
