@@ -619,6 +619,22 @@ def _borrowed(profile: Profile, scheduler: str, donor: dict) -> tuple[Profile, l
     return fitted, rows, {"factors": {knob: factor}, "borrowed_from": f"{BORROWED[scheduler][0]} {donor_knob}"}
 
 
+# the machine's cores shared by the control plane (fakes/sim/cores.py): this machine class's two
+# cores and what the stack asks of them; a production-class control plane has machines of its own
+SHARED_CORES_PARAMS = (("control_plane", "cores"), ("control_plane", "idle_cores"), ("control_plane", "pod_cpu_ms"),
+                       ("kube", "cycle_cores"))
+
+
+def without_shared_cores(base: Profile) -> Profile:
+    """`base` without the shared-cores parameters (each then falls back to off): the published
+    anchors ran on machines of their own, and the profile fitted to them describes such machines."""
+    import copy
+    out = copy.deepcopy(base)
+    for section, key in SHARED_CORES_PARAMS:
+        out.params.get(section, {}).pop(key, None)
+    return out
+
+
 def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, description: str,
                          command: str) -> tuple[Profile, dict]:
     """A profile whose throughput knobs are fitted to the published anchors (or scaled by measured
@@ -627,6 +643,7 @@ def calibrate_to_anchors(schedulers: list[str], base: Profile, name: str, descri
     import copy
 
     from loadgen.input.profile import Param
+    base = without_shared_cores(base)
     out = copy.deepcopy(base)
     out.name, out.description = name, description
     report = {}
