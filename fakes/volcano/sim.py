@@ -86,7 +86,7 @@ FIRST_TIER = ("priority", "gang", "conformance")   # as the real backend's sched
 STATUS_WORKERS = 16        # volcano pkg/scheduler/framework/job_updater.go jobUpdaterWorker
 CONTROLLER_WORKERS = 3     # vc-controller-manager --worker-threads default (v1.14.1 cmd/controller-manager/app/options)
 # a call's CPU runs on one goroutine at a time (the controller's, then the apiserver's handler): alone,
-# at most one core; with 0.93 (kube.cycle_cores, fitted) the 2k-jobs anchor moves from 0.85 to 0.83
+# at most one core; with 0.93 (kube.cycle_cores, fitted) the 2k-jobs anchors give 0.834 / 0.810, not 0.834 / 0.821
 REQUEST_CORES = 1.0
 SHARE_DELTA = 1e-6         # volcano pkg/scheduler/plugins/drf/drf.go shareDelta
 
