@@ -76,3 +76,36 @@ def test_a_result_quotes_its_held_out_error_in_one_line():
     anchor = {"anchors": "ray-100-groups-20-bundles", "ratio": [1.03, 1.03], "within_goal": True}
     assert held_out_text(anchor) == ("held-out published figure ray-100-groups-20-bundles, published/sim 1.03; "
                                      "within the goal band (ratios 0.8-1.25, util 3 pp)")
+
+
+def test_an_outside_validation_prints_its_measured_reason_beside_the_verdict():
+    from loadgen.output.markdown import held_out_text
+    err = {"anchors": "slurm-execute-500-jobs-per-s", "ratio": [6.458, 6.458], "within_goal": False,
+           "because": "slurm-execute-500-jobs-per-s: the cadence sets the rate"}
+    assert held_out_text(err) == ("held-out published figure slurm-execute-500-jobs-per-s, published/sim 6.458; "
+                                  "OUTSIDE the goal band (ratios 0.8-1.25, util 3 pp), because "
+                                  "slurm-execute-500-jobs-per-s: the cadence sets the rate")
+
+
+def test_an_uncalibrated_scheduler_says_why_when_the_profile_knows(tmp_path):
+    prof = load("reference")
+    prof.validation["kueue"] = {"uncalibrated_because": "no published figure; held out here once"}
+    assert prof.status("kueue")["note"] == "uncalibrated: no published figure; held out here once"
+    prof.validation.pop("kueue")
+    assert prof.status("kueue")["note"] == "uncalibrated: profile 'reference' has no held-out validation for kueue"
+
+
+@pytest.mark.parametrize("entry, where", [
+    ({"uncalibrated_because": 3}, "validation.kueue.uncalibrated_because"),
+    ({"held_out": {"anchors": "a", "ratio": [1.0, 1.0], "within_goal": True, "because": ["x"]}},
+     "validation.kueue.held_out.because"),
+])
+def test_a_reason_that_is_not_text_is_one_line_naming_the_field(tmp_path, entry, where):
+    path = tmp_path / "p.yaml"
+    raw = yaml.safe_load((BUILTIN_DIR / "reference.yaml").read_text())
+    raw["validation"] = {"kueue": entry}
+    path.write_text(yaml.safe_dump(raw))
+    r = gangstorm("run", "scenarios/baseline-3x.yaml", "--profile", str(path), "--quiet")
+    assert r.returncode == 2
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith(f"gangstorm: error: --profile {path}: {where}: expected a string, got ")

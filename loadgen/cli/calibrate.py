@@ -87,7 +87,7 @@ def anchors_main(args) -> int:
     command = "gangstorm calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     if args.validate_only:            # the profile as it is, its anchors run again: nothing copied or refitted
         report = revalidate(base, names)
-        _write_anchor_profile(path, base, report)
+        _write_anchor_profile(path, base, report, names)
         return 0
     prof, report = calibrate_to_anchors(
         names, base, path.stem, f"production-class hardware: throughput fitted to published figures, the rest "
@@ -99,18 +99,25 @@ def anchors_main(args) -> int:
             kept.params[name] = prof.params[name]
             kept.validation[name] = prof.validation[name]
         prof = kept
-    _write_anchor_profile(path, prof, report)
+    _write_anchor_profile(path, prof, report, names)
     return 0
 
 
-def _write_anchor_profile(path: Path, prof, report: dict) -> None:
+def _write_anchor_profile(path: Path, prof, report: dict, names: list[str]) -> None:
+    from loadgen.calibration.anchors import ROOT
+    from loadgen.calibration.uncalibrated import add_reasons
     from loadgen.input.profile import dump
+    from loadgen.input.profile import load as load_profile
+    reasons = add_reasons(prof, load_profile("local"), ROOT, names)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(prof))
     for entry in report.values():
         for r in entry["anchors"]:
             print(f"{r['anchor']:<40} {r['role']:<9} published {r['figure']:>9.1f}  sim {r['sim']:>9.1f}  "
-                  f"ratio {r['ratio']}")
+                  f"ratio {r['ratio']}" + (f"  OUTSIDE because {r['outside_because']}" if r.get("outside_because")
+                                           else ""))
+    for name, entry in reasons.items():
+        print(f"{name}: uncalibrated: {entry['uncalibrated_because']}")
     print(f"profile: {path}")
 
 

@@ -75,7 +75,8 @@ def show(args) -> int:
     if not prof.validation:
         print("  none: every scheduler is uncalibrated under this profile")
     for name, v in prof.validation.items():
-        print(f"  {name}: " + (json.dumps(v["held_out"]) if v.get("held_out") else "no held-out case: uncalibrated"))
+        print(f"  {name}: " + (json.dumps(v["held_out"]) if v.get("held_out") else "no held-out case: uncalibrated"
+                               + (f", because {v['uncalibrated_because']}" if v.get("uncalibrated_because") else "")))
     return 0
 
 
@@ -91,7 +92,9 @@ def _validation_markdown(prof) -> None:
                 print(f"| {r['anchor']} | {r['role']} | {r['published']:g} {r['unit']} | {significant(r['sim'])} "
                       f"| {significant(r['ratio'])} |")
         held = v.get("held_out")
-        print(f"\nHeld out: {json.dumps(held)}" if held else "\nNo held-out case: uncalibrated under this profile.")
+        why = f", because {v['uncalibrated_because']}" if v.get("uncalibrated_because") else ""
+        print(f"\nHeld out: {json.dumps(held)}" if held else
+              f"\nNo held-out case: uncalibrated under this profile{why}.")
 
 
 def anchors(args) -> int:
@@ -109,6 +112,8 @@ def anchors(args) -> int:
         print(f"{r['anchor']:<40} {r['role']:<9} {fig:>10} {sim:>10}  {fixed(r['ratio'], 2):>6}  {r['unit']}")
         if r.get("explain"):
             print(f"  {'':<38} {r['explain']}")
+        if r.get("outside_because"):
+            print(f"  {'':<38} OUTSIDE the goal band, because {r['outside_because']}")
     print("\nratio = figure / simulated; origins: " + "; ".join(sorted({r["origin"] for r in rows}))
           + "; sources: " + "; ".join(sorted({r["source"] for r in rows})))
     return 0

@@ -86,7 +86,8 @@ class Profile:
         if out["calibrated"]:
             out["held_out_error"] = v["held_out"]
         else:
-            out["note"] = f"uncalibrated: profile {self.name!r} has no held-out validation for {scheduler}"
+            why = v.get("uncalibrated_because") or f"profile {self.name!r} has no held-out validation for {scheduler}"
+            out["note"] = f"uncalibrated: {why}"
         return out
 
 
@@ -247,6 +248,11 @@ def check_validation(validation: Any, src: str) -> None:
         if held is not None:
             _check_keys(held, HELD_OUT_PUBLISHED if isinstance(held, dict) and "anchors" in held else HELD_OUT_REAL,
                         src, f"{where}.held_out")
+            if "because" in held and not _is(TEXT, held["because"]):
+                raise ProfileError(src, f"{where}.held_out.because", f"expected {TEXT}, got {held['because']!r}"[:300])
+        if "uncalibrated_because" in entry and not _is(TEXT, entry["uncalibrated_because"]):
+            raise ProfileError(src, f"{where}.uncalibrated_because",
+                               f"expected {TEXT}, got {entry['uncalibrated_because']!r}"[:300])
         for key, spec in (("rows", ROW), ("anchors", ANCHOR)):
             items = entry.get(key)
             if items is None:

@@ -225,4 +225,4 @@ def held_out_text(err: dict) -> str:
         head = (f"held-out published figure {err['anchors']}, "
                 f"published/sim {span(err['ratio']) if err.get('ratio') else 'n/a'}")
     return head + ("; within" if err.get("within_goal") else "; OUTSIDE") + (
-        " the goal band (ratios 0.8-1.25, util 3 pp)")
+        " the goal band (ratios 0.8-1.25, util 3 pp)") + (f", because {err['because']}" if err.get("because") else "")
