@@ -9,3 +9,9 @@ kueue-bins:
 	@KUEUE_VERSION=$(KUEUE_VERSION) GANGSTORM_BIN_DIR=$(GANGSTORM_BIN_DIR) bash tools/kueue/build.sh
 
 TEST_DEPS += kueue-bins
+
+# Kueue's own scalability benchmark, run here with the real Kueue (a benchmark, not a CI test: about
+# 6 minutes on 2 cores plus the first build): tools/kueue/perf.sh, evidence under results/kueue/perf-baseline.
+.PHONY: kueue-perf
+kueue-perf: k8s-bins
+	@KUEUE_VERSION=$(KUEUE_VERSION) GANGSTORM_BIN_DIR=$(GANGSTORM_BIN_DIR) bash tools/kueue/perf.sh

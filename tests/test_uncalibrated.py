@@ -83,3 +83,18 @@ def test_the_shipped_reference_quotes_todays_reasons():
     assert ref.validation["slurm"]["held_out"]["because"] == f"slurm-execute-500-jobs-per-s: {slurm['outside_because']}"
     for s in ("kube-gang", "coscheduling", "kueue"):
         assert ref.validation[s]["uncalibrated_because"] == reason(s, ref, load("local"), ROOT), s
+
+
+def test_kueue_quotes_its_own_benchmark_run_here_beside_the_published_averages(tmp_path):
+    ref, local = _profiles()
+    head = "Kueue publishes no throughput figure, and the twin does not run Kueue's own scalability test yet"
+    assert reason("kueue", ref, local, tmp_path).startswith(
+        f"{head} (tools/kueue/perf.sh runs it with the real Kueue);")
+    path = tmp_path / "results/kueue/perf-baseline/summary.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text("workloadClasses:\n  large: {averageTimeToAdmissionMs: 23738}\n"
+                    "  medium: {averageTimeToAdmissionMs: 80975}\n  small: {averageTimeToAdmissionMs: 219378}\n")
+    assert reason("kueue", ref, local, tmp_path).startswith(
+        f"{head}: with the real Kueue v0.19.2 here (tools/kueue/perf.sh) its average times to admission were "
+        "23.7 / 81.0 / 219.4 s (large / medium / small) against its release's CI averages of 16.5 / 76.8 / 215.5 s; "
+        "its per-pod costs are kube's")
