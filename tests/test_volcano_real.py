@@ -6,8 +6,6 @@ The unmarked tests at the end check the objects and configuration the adapter wr
 """
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -20,6 +18,27 @@ from support.walldriver import Driver, gang
 
 NODES = 32
 VOLCANO_PROCS = ("vc-scheduler", "vc-controller-manager", "kwok-controller")
+
+
+HOLD_TAINT = {"key": "gangstorm.io/test-hold", "value": "volcano-real", "effect": "NoSchedule"}
+
+
+def hold_fleet(target, held: bool) -> None:
+    """Taint every node of the test's own fleet so that no pod can be placed, or lift the taint."""
+    for name in target.node_names:
+        target.api.patch_node(name, {"spec": {"taints": [HOLD_TAINT] if held else None}})
+
+
+def counts_every_pod(messages: dict[str, list[str]]) -> bool:
+    return len(messages) == 3 and all(any("12 Pending, 12 minAvailable" in m for m in ms) for ms in messages.values())
+
+
+def podgroup_messages(target, ids) -> dict[str, list[str]]:
+    """vc-scheduler's condition messages on the podgroups of the given jobs, by podgroup name."""
+    groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")
+    prefixes = {f"g{i}" for i in ids}
+    return {g["metadata"]["name"]: [c.get("message", "") for c in g.get("status", {}).get("conditions", [])]
+            for g in groups["items"] if g["metadata"]["name"].split("-")[0] in prefixes}
 
 
 @pytest.fixture(scope="module")
@@ -109,15 +128,19 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
     target, _ = volcano
     d = Driver(target)
     ids = (401, 402, 403)
-    # "Together" means within one session whatever the machine's speed: vc-scheduler is frozen while
-    # the three are created, else a slow apiserver lets a session see one gang alone and run it.
-    sched = next(c for c in target.vc.procs if c.name == "vc-scheduler")
-    os.kill(sched.proc.pid, signal.SIGSTOP)
+    # "Together" means: no session sees a gang while another's pods are still being created, whatever the
+    # machine's speed. The job controller creates a gang's pods only once enqueue made it Inqueue, so a
+    # session can see two gangs' pods and none of the third's, give those two the whole fleet as their
+    # deserved share, and run them (CI, 2026-12-07). So the fleet is held (a taint no pod tolerates)
+    # until vc-scheduler's own podgroup conditions count all 12 pods of every gang, then released.
+    hold_fleet(target, True)
     try:
         for i, tenant in zip(ids, ("share-a", "share-b", "share-c")):
             d.submit(gang(i, tenant, members=12, gpus=8, duration_s=5, submit_s=d.now()))
+        d.until(lambda: counts_every_pod(podgroup_messages(target, ids)), 300,
+                "vc-scheduler's conditions count all 36 pods of the three gangs")
     finally:
-        os.kill(sched.proc.pid, signal.SIGCONT)
+        hold_fleet(target, False)
     sessions0, deadline = target.control_plane()["session_ms"]["count"], time.monotonic() + 300
     while target.control_plane()["session_ms"]["count"] < sessions0 + 20:      # ~10 s at the 0.5 s period
         assert time.monotonic() < deadline, "vc-scheduler ran fewer than 20 sessions in 300 s"
@@ -125,10 +148,7 @@ def test_proportion_starves_gangs_that_each_exceed_their_deserved_share_on_an_id
         time.sleep(0.5)
     assert [e for e in d.events if e.job_id in ids and e.kind in (Kind.BOUND, Kind.ADMITTED)] == []
     assert target.snapshot(d.now()).running_jobs == 0                 # the fleet stayed idle throughout
-    groups = target.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", target.ns, "podgroups")
-    why = sorted(c.get("message", "") for g in groups["items"]
-                 if g["metadata"]["name"].split("-")[0] in ("g401", "g402", "g403")
-                 for c in g.get("status", {}).get("conditions", []))
+    why = sorted(m for ms in podgroup_messages(target, ids).values() for m in ms)
     # vc-scheduler's own words: 10 members within 85.3 GPUs deserved, the last 2 not allocatable
     assert len(why) == 3 and all(m.endswith("12 Pending, 12 minAvailable; Pending: 10 Schedulable, 2 Unschedulable")
                                  for m in why), why
