@@ -34,8 +34,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # Tests marked `bench` (full scale, minutes each) are left out to keep CI within its hour: `make bench-tests`.
+# The simulated tests are CPU-bound and share nothing, so they run on two workers (a file per worker);
+# the real ones start servers and some compare wall-clock costs with a twin, so they run one at a time.
+# Both passes always run; the target fails if either does.
 test: lint $(STAMP) $(TEST_DEPS)
-	$(BIN)/pytest -q -rfE --durations=40 -m "not bench"
+	$(BIN)/pytest -q -rfE --durations=20 -n 2 --dist loadfile -m "not bench and not real"; sim=$$?; \
+	$(BIN)/pytest -q -rfE --durations=30 -m "not bench and real"; real=$$?; \
+	test $$sim -eq 0 -a $$real -eq 0
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not real and not browser and not slow"

@@ -17,6 +17,26 @@ def pytest_configure(config):
     os.environ.setdefault("GANGSTORM_ROOT", str(ROOT))
 
 
+@pytest.hookimpl(trylast=True)      # after -m and -k have deselected what they will
+def pytest_collection_modifyitems(config, items):
+    """A session that runs timing-sensitive files beside a CPU hog (a test marked `beside_hog`,
+    tests/test_under_load*.py) does not also run those files' tests bare: the hog run is the
+    stronger check, and running both cost about 5 minutes of CI's hour."""
+    rerun = [m for item in items for m in item.iter_markers("beside_hog")]
+    if not rerun:
+        return
+    covered = {(file, real) for m in rerun for file in m.args[0] for real in [m.kwargs["real"]]}
+
+    def in_hog_run(item) -> bool:
+        file = item.nodeid.split("::")[0]
+        real = item.get_closest_marker("real") is not None
+        return (file, real) in covered and item.get_closest_marker("browser") is None
+    bare = [item for item in items if in_hog_run(item)]
+    if bare:
+        config.hook.pytest_deselected(items=bare)
+        items[:] = [item for item in items if not in_hog_run(item)]
+
+
 @pytest.fixture
 def scenario_file(tmp_path):
     """Write a scenario YAML body to a temp file and return its path."""

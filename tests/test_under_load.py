@@ -18,6 +18,7 @@ TIMING_SENSITIVE = ["tests/test_interrupts.py", "tests/test_locust_openloop.py",
 
 
 @pytest.mark.slow
+@pytest.mark.beside_hog(TIMING_SENSITIVE, real=False)
 @pytest.mark.parametrize("core", [0, pytest.param(None, marks=pytest.mark.bench)], ids=["pinned", "free"])
 def test_the_timing_sensitive_tests_pass_beside_a_cpu_hog(core):
     code, tail = pytest_beside_a_hog(TIMING_SENSITIVE, "not real and not browser", core)

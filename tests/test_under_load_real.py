@@ -11,6 +11,7 @@ pytestmark = pytest.mark.real
 TIMING_SENSITIVE_REAL = ["tests/test_ray_fakelets_calibration_real.py", "tests/test_interrupts_real.py"]
 
 
+@pytest.mark.beside_hog(TIMING_SENSITIVE_REAL, real=True)
 def test_the_timing_sensitive_real_tests_pass_beside_a_cpu_hog():
     code, tail = pytest_beside_a_hog(TIMING_SENSITIVE_REAL, "real", core=0, timeout_s=5400)
     assert code == 0, tail

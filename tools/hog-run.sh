@@ -14,5 +14,5 @@ trap 'kill -- -$hog 2>/dev/null; kill $hog 2>/dev/null' EXIT INT TERM
 start=$(date +%s)
 (cd "$DIR" && make test) > "$DIR.log" 2>&1
 rc=$?
-echo "hog-run: $COMMIT rc $rc wall $(( $(date +%s) - start )) s: $(grep -E '(passed|failed)' "$DIR.log" | tail -1)"
+echo "hog-run: $COMMIT rc $rc wall $(( $(date +%s) - start )) s: $(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$DIR.log" | tr '\n' ' ')"
 exit $rc
