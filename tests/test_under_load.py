@@ -6,6 +6,8 @@ Each case runs them in a child pytest beside a CPU hog started and stopped here:
 CI within its hour; tools/hog-run.sh runs the whole suite beside a free hog). Their bounds are counts
 and causes (what the process was doing when a signal went, how many jobs were sent), never how long something took;
 waits on real processes have generous timeouts. The real-backend ones: tests/test_under_load_real.py.
+A session that selects one of these cases does not also run the files bare (marker `beside_hog`,
+tests/conftest.py).
 """
 from __future__ import annotations
 
