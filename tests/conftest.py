@@ -25,16 +25,15 @@ def pytest_collection_modifyitems(config, items):
     rerun = [m for item in items for m in item.iter_markers("beside_hog")]
     if not rerun:
         return
-    covered = {(file, real) for m in rerun for file in m.args[0] for real in [m.kwargs["real"]]}
+    covered = {(file, m.kwargs["real"]) for m in rerun for file in m.args[0]}
 
     def in_hog_run(item) -> bool:
-        file = item.nodeid.split("::")[0]
-        real = item.get_closest_marker("real") is not None
-        return (file, real) in covered and item.get_closest_marker("browser") is None
-    bare = [item for item in items if in_hog_run(item)]
-    if bare:
-        config.hook.pytest_deselected(items=bare)
-        items[:] = [item for item in items if not in_hog_run(item)]
+        return (item.nodeid.split("::")[0], item.get_closest_marker("real") is not None) in covered \
+            and item.get_closest_marker("browser") is None
+    kept = [item for item in items if not in_hog_run(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if in_hog_run(item)])
+        items[:] = kept
 
 
 @pytest.fixture

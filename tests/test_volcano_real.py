@@ -24,9 +24,10 @@ HOLD_TAINT = {"key": "gangstorm.io/test-hold", "value": "volcano-real", "effect"
 
 
 def hold_fleet(target, held: bool) -> None:
-    """Taint every node of the test's own fleet so that no pod can be placed, or lift the taint."""
+    """Taint every node of the test's own fleet so that no pod can be placed, or lift the taint (through
+    the adapter's own node patch, which carries its request timeout)."""
     for name in target.node_names:
-        target.api.patch_node(name, {"spec": {"taints": [HOLD_TAINT] if held else None}})
+        target._patch_node(name, {"spec": {"taints": [HOLD_TAINT] if held else None}})
 
 
 def counts_every_pod(messages: dict[str, list[str]]) -> bool:
